@@ -1,0 +1,223 @@
+"""The stream-program IR: what one host thread issues, in order, exactly as a CUDA/HIP program would.
+
+A program is written (YAML or JSON) as a list of single-key ops, e.g. ``- launch: {kernel: k, stream: main,
+dur_us: 10}``. It is parsed into flat pydantic models that carry an ``op`` tag; ``Program.to_dict`` writes
+the single-key form back. The field names are a contract shared with outside tools: add, never rename.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simulator.errors import InputError, describe_validation_error
+
+StreamKind = Literal["default", "blocking", "nonblocking"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StreamSpec(_Strict):
+    """A stream: ``default`` is the legacy NULL stream, ``blocking`` streams sync with it implicitly,
+    ``nonblocking`` streams (what PyTorch pools hand out) do not."""
+
+    kind: StreamKind = "nonblocking"
+
+
+class HostCosts(_Strict):
+    """Host API costs in eager mode (µs) and graph-replay costs."""
+
+    launch_us: float = Field(0.0, ge=0)
+    record_us: float = Field(0.0, ge=0)
+    wait_us: float = Field(0.0, ge=0)
+    set_stream_us: float = Field(0.0, ge=0)
+    sync_us: float = Field(0.0, ge=0)
+    replay_us: float = Field(0.0, ge=0, description="host cost of one graph launch")
+    node_gap_us: float = Field(0.0, ge=0, description="device gap before each kernel node of a replay")
+    kernel_gap_us: float = Field(0.0, ge=0, description="device gap before each eagerly launched kernel")
+    queue_depth: int = Field(1024, ge=1, description="launches in flight before the host blocks")
+
+
+class Launch(_Strict):
+    """A kernel launch. ``sm``/``bw``/``tc``: fractions of the device's SMs, peak HBM bandwidth and tensor
+    rate the kernel draws when running alone; ``dur_us``: its solo duration."""
+
+    op: Literal["launch"] = "launch"
+    kernel: str = Field(min_length=1)
+    stream: str
+    dur_us: float = Field(ge=0)
+    sm: float = Field(0.1, ge=0, le=1)
+    bw: float = Field(0.1, ge=0, le=1)
+    tc: float = Field(0.0, ge=0, le=1)
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    family: str | None = None
+    region: str | None = Field(None, description="annotation range the kernel was launched in")
+
+
+class Record(_Strict):
+    op: Literal["record"] = "record"
+    event: str = Field(min_length=1)
+    stream: str
+
+
+class Wait(_Strict):
+    """cudaStreamWaitEvent: ``stream`` waits for the work ``event`` captured when it was last recorded."""
+
+    op: Literal["wait"] = "wait"
+    stream: str
+    event: str = Field(min_length=1)
+
+
+class WaitStream(_Strict):
+    """torch ``Stream.wait_stream``: record a fresh event on ``on`` and make ``stream`` wait on it."""
+
+    op: Literal["wait_stream"] = "wait_stream"
+    stream: str
+    on: str
+
+
+class SetStream(_Strict):
+    """The host switches its current stream (costs host time only)."""
+
+    op: Literal["set_stream"] = "set_stream"
+    stream: str
+
+
+class Sync(_Strict):
+    """Device synchronize: the host blocks until all queued work has finished."""
+
+    op: Literal["sync"] = "sync"
+
+
+class CaptureBegin(_Strict):
+    op: Literal["capture_begin"] = "capture_begin"
+    graph: str = Field(min_length=1)
+    stream: str
+
+
+class CaptureEnd(_Strict):
+    op: Literal["capture_end"] = "capture_end"
+    graph: str = Field(min_length=1)
+
+
+class Replay(_Strict):
+    op: Literal["replay"] = "replay"
+    graph: str = Field(min_length=1)
+
+
+Op = Annotated[
+    Launch | Record | Wait | WaitStream | SetStream | Sync | CaptureBegin | CaptureEnd | Replay,
+    Field(discriminator="op"),
+]
+OP_NAMES = ("launch", "record", "wait", "wait_stream", "set_stream", "sync", "capture_begin", "capture_end",
+            "replay")
+
+
+def _untag(raw: Any) -> Any:
+    """``{'launch': {...}}`` -> ``{'op': 'launch', ...}``; anything else is left for the schema to reject."""
+    if isinstance(raw, dict) and len(raw) == 1:
+        (name, body), = raw.items()
+        if name in OP_NAMES:
+            if body is None:
+                body = {}
+            if isinstance(body, dict):
+                return {"op": name, **body}
+    if isinstance(raw, dict) and "op" not in raw:
+        return {"op": "|".join(map(str, raw)) or "<empty>"}
+    return raw
+
+
+class Program(_Strict):
+    """One host thread's ordered stream operations."""
+
+    name: str | None = None
+    streams: dict[str, StreamSpec]
+    host: HostCosts = HostCosts()
+    ops: tuple[Op, ...]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_single_key_ops(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("ops"), list):
+            data = {**data, "ops": [_untag(o) for o in data["ops"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Program:
+        captured: set[str] = set()
+        for index, op in enumerate(self.ops):
+            for field in ("stream", "on"):
+                name = getattr(op, field, None)
+                if name is not None and name not in self.streams:
+                    raise ValueError(f"ops[{index}].{op.op}.{field}: undeclared stream {name!r}")
+            if isinstance(op, CaptureEnd):
+                captured.add(op.graph)
+            if isinstance(op, Replay) and op.graph not in captured:
+                raise ValueError(f"ops[{index}].replay.graph: graph {op.graph!r} was never captured before")
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """The single-key YAML/JSON form (defaults left out, so files stay short)."""
+        ops = []
+        for op in self.ops:
+            body = op.model_dump(exclude_defaults=True, exclude={"op"})
+            for key in ("reads", "writes"):
+                if key in body:
+                    body[key] = list(body[key])
+            ops.append({op.op: body})
+        out: dict[str, Any] = {}
+        if self.name is not None:
+            out["name"] = self.name
+        out["streams"] = {k: v.model_dump() for k, v in self.streams.items()}
+        host = self.host.model_dump(exclude_defaults=True)
+        if host:
+            out["host"] = host
+        out["ops"] = ops
+        return out
+
+    def kernels(self) -> Iterable[Launch]:
+        return (op for op in self.ops if isinstance(op, Launch))
+
+
+def parse_program(data: Any, source: str = "<program>") -> Program:
+    """Validate an already-decoded document; schema errors become one-line ``InputError``s."""
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a program is a mapping with 'streams' and 'ops'")
+    try:
+        return Program.model_validate(data)
+    except ValidationError as err:
+        raise InputError(describe_validation_error(err, source)) from None
+
+
+def read_document(path: str | Path) -> Any:
+    """Decode a YAML or JSON file (by suffix; YAML otherwise), with one-line errors."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read ({err.__class__.__name__})") from None
+    try:
+        if path.suffix == ".json":
+            return json.loads(text)
+        return yaml.safe_load(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise InputError(f"{path}: malformed YAML{where}: {getattr(err, 'problem', err)}") from None
+
+
+def load_program(path: str | Path) -> Program:
+    """Read and validate a program file."""
+    return parse_program(read_document(path), str(path))
