@@ -45,7 +45,14 @@ class HostCosts(_Strict):
     queue_depth: int = Field(1024, ge=1, description="launches in flight before the host blocks")
 
 
-class Launch(_Strict):
+class _Op(_Strict):
+    """Common to every op: ``host_us`` overrides the global host API cost of this one call (trace import
+    uses it to carry the traced call duration plus the host gap before the next call)."""
+
+    host_us: float | None = Field(None, ge=0)
+
+
+class Launch(_Op):
     """A kernel launch. ``sm``/``bw``/``tc``: fractions of the device's SMs, peak HBM bandwidth and tensor
     rate the kernel draws when running alone; ``dur_us``: its solo duration."""
 
@@ -62,13 +69,13 @@ class Launch(_Strict):
     region: str | None = Field(None, description="annotation range the kernel was launched in")
 
 
-class Record(_Strict):
+class Record(_Op):
     op: Literal["record"] = "record"
     event: str = Field(min_length=1)
     stream: str
 
 
-class Wait(_Strict):
+class Wait(_Op):
     """cudaStreamWaitEvent: ``stream`` waits for the work ``event`` captured when it was last recorded."""
 
     op: Literal["wait"] = "wait"
@@ -76,7 +83,7 @@ class Wait(_Strict):
     event: str = Field(min_length=1)
 
 
-class WaitStream(_Strict):
+class WaitStream(_Op):
     """torch ``Stream.wait_stream``: record a fresh event on ``on`` and make ``stream`` wait on it."""
 
     op: Literal["wait_stream"] = "wait_stream"
@@ -84,31 +91,31 @@ class WaitStream(_Strict):
     on: str
 
 
-class SetStream(_Strict):
+class SetStream(_Op):
     """The host switches its current stream (costs host time only)."""
 
     op: Literal["set_stream"] = "set_stream"
     stream: str
 
 
-class Sync(_Strict):
+class Sync(_Op):
     """Device synchronize: the host blocks until all queued work has finished."""
 
     op: Literal["sync"] = "sync"
 
 
-class CaptureBegin(_Strict):
+class CaptureBegin(_Op):
     op: Literal["capture_begin"] = "capture_begin"
     graph: str = Field(min_length=1)
     stream: str
 
 
-class CaptureEnd(_Strict):
+class CaptureEnd(_Op):
     op: Literal["capture_end"] = "capture_end"
     graph: str = Field(min_length=1)
 
 
-class Replay(_Strict):
+class Replay(_Op):
     op: Literal["replay"] = "replay"
     graph: str = Field(min_length=1)
 
