@@ -136,7 +136,8 @@ def _untag(raw: Any) -> Any:
             if body is None:
                 body = {}
             if isinstance(body, dict):
-                return {"op": name, **body}
+                # YAML 1.1 reads a bare ``on:`` key as the boolean True; wait_stream means the field "on".
+                return {"op": name, **{("on" if key is True else key): v for key, v in body.items()}}
     if isinstance(raw, dict) and "op" not in raw:
         return {"op": "|".join(map(str, raw)) or "<empty>"}
     return raw

@@ -1,0 +1,79 @@
+"""How concurrently running kernels share the device: each gets a progress rate in (0, 1].
+
+A kernel's demand is ``(sm, bw, tc)``: the fractions of the SMs, of peak HBM bandwidth and of the tensor
+rate it uses when it runs alone. The fluid model gives every running kernel a rate such that, per resource,
+the sum of demand × rate stays within the resource's capacity, sharing max-min fairly (water-filling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+Demand = tuple[float, float, float]
+
+
+class SharingModel(Protocol):
+    """Anything that turns the demands of the running kernels into their progress rates."""
+
+    def rates(self, demands: Sequence[Demand]) -> list[float]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FluidSharing:
+    """Max-min fair fluid sharing of SMs, HBM bandwidth and tensor rate.
+
+    ``*_capacity`` scale what the resources offer (1 = the solo ceiling). ``overlap_penalty`` takes that
+    fraction off every capacity while two or more kernels run at once (cache and scheduler interference).
+    """
+
+    sm_capacity: float = 1.0
+    bw_capacity: float = 1.0
+    tc_capacity: float = 1.0
+    overlap_penalty: float = 0.0
+
+    def rates(self, demands: Sequence[Demand]) -> list[float]:
+        n = len(demands)
+        if n == 1:
+            return [_solo_rate(demands[0], self.sm_capacity, self.bw_capacity, self.tc_capacity)]
+        keep = 1.0 - self.overlap_penalty
+        capacity = [self.sm_capacity * keep, self.bw_capacity * keep, self.tc_capacity * keep]
+        if all(sum(d[j] for d in demands) <= capacity[j] for j in range(3)):
+            return [1.0] * n
+        return _water_fill(demands, capacity)
+
+
+def _solo_rate(demand: Demand, *capacity: float) -> float:
+    rate = 1.0
+    for d, c in zip(demand, capacity, strict=True):
+        if d > c:
+            rate = min(rate, c / d)
+    return rate
+
+
+def _water_fill(demands: Sequence[Demand], capacity: list[float]) -> list[float]:
+    """Raise all unfrozen rates together until a resource saturates or they reach 1; freeze its users."""
+    n = len(demands)
+    rates = [0.0] * n
+    frozen = [False] * n
+    left = list(capacity)
+    level = 0.0
+    while not all(frozen):
+        step = 1.0 - level
+        bottleneck = -1
+        for j in range(3):
+            use = sum(demands[i][j] for i in range(n) if not frozen[i])
+            if use > 0 and left[j] / use < step:
+                step = left[j] / use
+                bottleneck = j
+        step = max(step, 0.0)
+        level += step
+        for j in range(3):
+            left[j] -= step * sum(demands[i][j] for i in range(n) if not frozen[i])
+        for i in range(n):
+            if not frozen[i]:
+                rates[i] = level
+                if bottleneck < 0 or demands[i][bottleneck] > 0:
+                    frozen[i] = True
+    return [max(r, 1e-12) for r in rates]
