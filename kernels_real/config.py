@@ -133,7 +133,7 @@ class MoEConfig:
         topk_group = min(self.topk_group, n_group)
         top_k = min(self.top_k, topk_group * (experts // n_group))
         return dataclasses.replace(
-            self, name=f"{self.name}@tiny", hidden=hidden, moe_intermediate=intermediate,
+            self, name=f"{self.name}-tiny", hidden=hidden, moe_intermediate=intermediate,
             n_experts=experts, top_k=top_k, n_group=n_group, topk_group=topk_group,
             shared_intermediate=intermediate * ratio // max(self.n_shared, 1) if self.has_shared else 0)
 

@@ -1,0 +1,367 @@
+"""Benchmark harness: presets × token counts × strategies × {eager, graph} on one GPU (or tiny shapes on CPU).
+
+``python -m kernels_real.bench --out DIR [--presets ...] [--tokens ...] [--quick] [--device cpu]`` writes
+``DIR/cases.json`` (one record per measured case), ``DIR/env.json`` (GPU, driver, versions, clocks seen,
+skipped cases), ``DIR/kernels.json`` (per-kernel durations of the traced cases), ``DIR/traces/*.json.gz``
+(Kineto traces, ``record_shapes=True``) and ``DIR/gains.md`` (overlap gains vs sequential).
+ROCm was not run: the code uses only stream/event APIs that HIP builds of torch provide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from kernels_real.config import PRESETS, STRATEGIES, ConfigError, MoEConfig, get_preset
+from kernels_real.layer import MoELayer, MoEWeights
+from kernels_real.streams import current_stream, platform_info, reset_current_stream
+
+DEFAULT_TOKENS = tuple(2**i for i in range(11))  # 1 .. 1024
+QUICK_TOKENS = (1, 16)
+MODES = ("eager", "graph")
+TRACE_PRESETS = ("deepseek_v3", "qwen2_57b_a14b", "deepseek_v2_lite")
+TRACE_TOKENS = (1, 16, 128, 1024)
+WEIGHT_BYTES_BUDGET = 72e9  # rotating weight sets per preset: well over L2 (60 MB), inside the H200's memory
+MAX_WEIGHT_SETS = 4
+
+
+class BenchInputError(ValueError):
+    """Bad command-line input."""
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _write_json(path: Path, obj: object) -> None:
+    _atomic_write(path, (json.dumps(obj, indent=1) + "\n").encode())
+
+
+def _nvidia_smi() -> dict[str, str]:
+    """GPU name, driver and clocks as nvidia-smi reports them now (or why it could not)."""
+    fields = "name,driver_version,clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw"
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=15, check=True).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"unavailable": f"{type(exc).__name__}: {exc}"}
+    values = [v.strip() for v in out.splitlines()[0].split(",")]
+    return dict(zip(fields.split(","), values, strict=False)) | {"time": dt.datetime.now().isoformat()}
+
+
+def _stats(samples_us: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_us)
+    return {
+        "median_us": statistics.median(ordered),
+        "min_us": ordered[0],
+        "p90_us": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+        "mean_us": statistics.fmean(ordered),
+    }
+
+
+class Timer:
+    """Per-iteration layer times: CUDA events on GPU, perf_counter on CPU."""
+
+    def __init__(self, gpu: bool, target_s: float, min_n: int, max_n: int) -> None:
+        self.gpu, self.target_s, self.min_n, self.max_n = gpu, target_s, min_n, max_n
+
+    def measure(self, step: Callable[[int], None], layers_per_step: int) -> list[float]:
+        """Warm up, pick a replay count from a short estimate, time each step; µs per layer."""
+        for i in range(3):
+            step(i)
+        est = self._run(step, 3, layers_per_step)
+        per_step_s = max(statistics.median(est) * layers_per_step * 1e-6, 1e-6)
+        n = max(self.min_n, min(self.max_n, int(self.target_s / per_step_s)))
+        return self._run(step, n, layers_per_step)
+
+    def _run(self, step: Callable[[int], None], n: int, layers_per_step: int) -> list[float]:
+        if not self.gpu:
+            times = []
+            for i in range(n):
+                t0 = time.perf_counter()
+                step(i)
+                times.append((time.perf_counter() - t0) * 1e6 / layers_per_step)
+            return times
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            starts[i].record()
+            step(i)
+            ends[i].record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) * 1e3 / layers_per_step for s, e in zip(starts, ends, strict=True)]
+
+
+def _kernels_from_trace(trace: dict) -> list[dict[str, object]]:
+    """Each GPU kernel of a Kineto trace: name, duration (µs), stream, grid and block."""
+    kernels = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]
+    kernels.sort(key=lambda e: e["ts"])
+    return [{"name": e["name"], "dur_us": e["dur"], "stream": e.get("args", {}).get("stream"),
+             "grid": e.get("args", {}).get("grid"), "block": e.get("args", {}).get("block")}
+            for e in kernels]
+
+
+def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: bool) -> list[dict[str, object]]:
+    """Profile one call of ``fn`` into ``path`` (gzip Chrome trace) and return its kernels."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    if gpu:
+        torch.cuda.synchronize()
+    with profile(activities=activities, record_shapes=True) as prof:
+        fn()
+        if gpu:
+            torch.cuda.synchronize()
+        for key, value in meta.items():
+            prof.add_metadata_json(f"moesim_{key}", json.dumps(value))
+    fd, tmp = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(tmp)
+        raw = Path(tmp).read_bytes()
+    finally:
+        os.unlink(tmp)
+    _atomic_write(path, gzip.compress(raw, compresslevel=6))
+    return _kernels_from_trace(json.loads(raw))
+
+
+def _weight_sets(cfg: MoEConfig, gpu: bool, override: int | None) -> int:
+    if override:
+        return override
+    if not gpu:
+        return 2
+    free, _ = torch.cuda.mem_get_info()
+    budget = min(WEIGHT_BYTES_BUDGET, 0.8 * free)
+    return min(MAX_WEIGHT_SETS, int(budget // cfg.weight_bytes()))
+
+
+class Sweep:
+    """Runs the cases of one invocation and accumulates records."""
+
+    def __init__(self, args: argparse.Namespace, out: Path) -> None:
+        self.args = args
+        self.out = out
+        self.gpu = args.device == "cuda"
+        self.device = torch.device(args.device)
+        self.deadline = time.monotonic() + args.budget_s
+        target = 0.02 if args.quick else 0.12
+        self.timer = Timer(self.gpu, target, 5 if args.quick else 10, 50 if args.quick else 300)
+        self.cases: list[dict[str, object]] = []
+        self.kernels: list[dict[str, object]] = []
+        self.skipped: list[str] = []
+        self.clocks: list[dict[str, str]] = []
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def run_preset(self, cfg: MoEConfig, tokens: list[int], traced: tuple[bool, set[int]]) -> None:
+        """All cases of one preset; its weights are freed at the end."""
+        n_sets = _weight_sets(cfg, self.gpu, self.args.weight_sets)
+        if n_sets < 1:
+            size = cfg.weight_bytes() / 1e9
+            self.skipped.append(f"{cfg.name}: one weight set ({size:.1f} GB) does not fit")
+            return
+        layer = MoELayer(cfg, self.device)
+        weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
+        gen = torch.Generator(device=self.device).manual_seed(7)
+        for t in tokens:
+            x = torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
+            for strategy in self.args.strategies:
+                reason = cfg.applicable(strategy)
+                if reason:
+                    continue
+                for mode in self.args.modes:
+                    label = f"{cfg.name} tokens={t} {strategy} {mode}"
+                    if mode == "graph" and not self.gpu:
+                        continue
+                    if self.out_of_time():
+                        self.skipped.append(f"{label}: --budget-s {self.args.budget_s} s ran out")
+                        continue
+                    trace = traced[0] and t in traced[1]
+                    self._case(cfg, layer, weights, x, strategy, mode, trace)
+        del weights, layer
+        gc.collect()
+        if self.gpu:
+            torch.cuda.empty_cache()
+
+    def _case(self, cfg: MoEConfig, layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor,
+              strategy: str, mode: str, trace: bool) -> None:
+        n_sets = len(weights)
+        if mode == "eager":
+            def step(i: int) -> None:
+                layer(x, weights[i % n_sets], strategy)
+            layers_per_step = 1
+        else:
+            for w in weights:
+                layer(x, w, strategy)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for w in weights:
+                    layer(x, w, strategy)
+
+            def step(i: int) -> None:
+                graph.replay()
+            layers_per_step = n_sets
+        samples = self.timer.measure(step, layers_per_step)
+        record: dict[str, object] = {
+            "preset": cfg.name, "tokens": x.shape[0], "strategy": strategy, "mode": mode,
+            **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
+            "layers_per_replay": layers_per_step, "backend": layer.backend, "device": self.args.device,
+            "timer": "cuda_events" if self.gpu else "perf_counter", "trace": None,
+        }
+        if trace and not self.out_of_time():
+            name = f"{cfg.name}_t{x.shape[0]}_{strategy}_{mode}.json.gz"
+            meta = {k: record[k] for k in ("preset", "tokens", "strategy", "mode", "median_us",
+                                           "weight_sets", "layers_per_replay", "backend")}
+            meta["note"] = ("eager: one layer call after a device sync; graph: one replay of "
+                            f"{layers_per_step} layer calls (one per weight set)")
+            kernels = _trace(lambda: step(0), self.out / "traces" / name, meta, self.gpu)
+            record["trace"] = f"traces/{name}"
+            self.kernels.append({k: record[k] for k in ("preset", "tokens", "strategy", "mode")}
+                                | {"trace": record["trace"], "layers": layers_per_step,
+                                   "solo": strategy != "multi_stream", "kernels": kernels})
+        self.cases.append(record)
+
+    def write(self, env: dict[str, object]) -> None:
+        _write_json(self.out / "cases.json", self.cases)
+        _write_json(self.out / "kernels.json", self.kernels)
+        _write_json(self.out / "env.json", env | {"clocks_seen": self.clocks, "skipped": self.skipped})
+        _atomic_write(self.out / "gains.md", gains_markdown(self.cases, env).encode())
+
+
+def gains_markdown(cases: list[dict[str, object]], env: dict[str, object]) -> str:
+    """Markdown table: gain % = (sequential − strategy) / sequential × 100 of the median layer time."""
+    idx = {(c["preset"], c["tokens"], c["strategy"], c["mode"]): c["median_us"] for c in cases}
+    lines = [
+        "# Measured overlap gains vs sequential",
+        "",
+        f"Source: `kernels_real.bench`, measured on {env.get('device_name', env.get('backend'))} "
+        f"on {env.get('date')} (torch {env.get('torch')}); median layer time over replays (µs); "
+        "gain % = (sequential − strategy) / sequential × 100, positive = faster. ROCm was not run.",
+        "",
+        "| preset | mode | tokens | sequential µs | multi_stream µs | gain % | fused_shared µs | gain % |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    keys = sorted({(c["preset"], c["mode"], c["tokens"]) for c in cases},
+                  key=lambda k: (str(k[0]), str(k[1]), int(k[2])))
+    for preset, mode, tokens in keys:
+        seq = idx.get((preset, tokens, "sequential", mode))
+        row = [str(preset), str(mode), str(tokens), f"{seq:.1f}" if seq else "—"]
+        for strategy in ("multi_stream", "fused_shared"):
+            val = idx.get((preset, tokens, strategy, mode))
+            if val is None:
+                row += ["n/a", "n/a"]
+            else:
+                row += [f"{val:.1f}", f"{(seq - val) / seq * 100:+.1f}" if seq else "—"]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kernels_real.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--presets", nargs="+", default=list(PRESETS), help="presets to run (default: all)")
+    p.add_argument("--tokens", nargs="+", type=int, help="token counts (default 1 2 .. 1024; --quick: 1 16)")
+    p.add_argument("--strategies", nargs="+", default=list(STRATEGIES), help="strategies (default: all)")
+    p.add_argument("--modes", nargs="+", default=list(MODES), help="eager and/or graph (default: both)")
+    p.add_argument("--trace-presets", nargs="*", help=f"presets traced (default {' '.join(TRACE_PRESETS)})")
+    p.add_argument("--trace-tokens", nargs="*", type=int, help="token counts traced (default 1 16 128 1024)")
+    p.add_argument("--weight-sets", type=int, help="weight sets per preset (default: by memory, at most 4)")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: tiny shapes, eager only")
+    p.add_argument("--quick", action="store_true", help="few tokens, short timing: a smoke run")
+    p.add_argument("--budget-s", type=float, default=330.0, help="skip remaining cases after this many s")
+    p.add_argument("--json", action="store_true", help="print the case records as JSON on stdout")
+    return p.parse_args(argv)
+
+
+def _validate(args: argparse.Namespace) -> list[MoEConfig]:
+    for s in args.strategies:
+        if s not in STRATEGIES:
+            raise BenchInputError(f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
+    for m in args.modes:
+        if m not in MODES:
+            raise BenchInputError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+    args.tokens = args.tokens or list(QUICK_TOKENS if args.quick else DEFAULT_TOKENS)
+    if any(t < 1 for t in args.tokens):
+        raise BenchInputError("token counts must be >= 1")
+    if args.weight_sets is not None and args.weight_sets < 1:
+        raise BenchInputError("--weight-sets must be >= 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise BenchInputError("no CUDA/ROCm device visible to torch; use --device cpu for the tiny CPU run")
+    configs = [get_preset(name) for name in args.presets]
+    if args.trace_presets is None:
+        chosen = [c.name for c in configs if c.name in TRACE_PRESETS] or [configs[0].name]
+        args.trace_presets = chosen[:1] if args.quick else chosen
+    for name in args.trace_presets:
+        get_preset(name)
+    if args.trace_tokens is None:
+        args.trace_tokens = [max(args.tokens)] if args.quick else list(TRACE_TOKENS)
+    return [c if args.device == "cuda" else c.scaled_down() for c in configs]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the sweep, write the outputs, print the gain table (or the records with --json)."""
+    configs = _validate(args)
+    out: Path = args.out
+    (out / "traces").mkdir(parents=True, exist_ok=True)
+    sweep = Sweep(args, out)
+    env: dict[str, object] = {"date": dt.datetime.now().isoformat(timespec="seconds"),
+                              "argv": sys.argv[1:], **platform_info(sweep.device)}
+    if sweep.gpu:
+        env["nvidia_smi_before"] = _nvidia_smi()
+        current_stream(safe=True)  # run on a dedicated stream, as vLLM does
+    started = time.monotonic()
+    try:
+        for cfg in configs:
+            base = cfg.name.removesuffix("-tiny")
+            sweep.run_preset(cfg, args.tokens, (base in args.trace_presets, set(args.trace_tokens)))
+            if sweep.gpu:
+                sweep.clocks.append({"after_preset": cfg.name} | _nvidia_smi())
+            print(f"[bench] {cfg.name}: done at {time.monotonic() - started:.1f} s, "
+                  f"{len(sweep.cases)} cases so far", file=sys.stderr, flush=True)
+            sweep.write(env)
+    finally:
+        if sweep.gpu:
+            reset_current_stream()
+    env["elapsed_s"] = round(time.monotonic() - started, 1)
+    if sweep.gpu:
+        env["nvidia_smi_after"] = _nvidia_smi()
+    sweep.write(env)
+    if sweep.skipped:
+        print(f"[bench] skipped {len(sweep.skipped)} case(s): {sweep.skipped[0]} ...", file=sys.stderr)
+    if args.json:
+        print(json.dumps(sweep.cases, indent=1))
+    else:
+        print(gains_markdown(sweep.cases, env))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry: bad input gives one line on stderr and exit code 2."""
+    args = _parse(argv)
+    try:
+        return run(args)
+    except (BenchInputError, ConfigError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
