@@ -1,0 +1,156 @@
+"""Every engine rule against a timeline derived by hand (the derivation is in each docstring)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.engine import simulate
+from simulator.sharing import FluidSharing
+from tests.helpers_programs import launch, program, record, times, wait
+
+
+def test_stream_fifo():
+    """b queued behind a on one stream: a 0..10, b 10..15."""
+    r = simulate(program([launch("a", "main", 10), launch("b", "main", 5)]))
+    assert times(r) == {"a": (0, 10), "b": (10, 15)}
+    assert r.makespan_us == 15
+    assert r.streams["main"] == 15
+
+
+def test_record_snapshots_queued_work_at_call_time():
+    """e covers only a (b is launched after the record): c on aux starts when a ends, at 10, and overlaps b."""
+    r = simulate(program([launch("a", "main", 10), record("e", "main"), launch("b", "main", 20),
+                          wait("aux", "e"), launch("c", "aux", 5)]))
+    assert times(r) == {"a": (0, 10), "b": (10, 30), "c": (10, 15)}
+
+
+def test_rerecord_overwrites_but_earlier_waits_keep_their_snapshot():
+    """aux waits on e while it covers a (-> c at 10); e is re-recorded after b; aux2 then waits for b (d at 30)."""
+    r = simulate(program(
+        [launch("a", "main", 10), record("e", "main"), wait("aux", "e"), launch("b", "main", 20),
+         record("e", "main"), launch("c", "aux", 5), wait("aux2", "e"), launch("d", "aux2", 1)],
+        {"main": "nonblocking", "aux": "nonblocking", "aux2": "nonblocking"}))
+    assert times(r)["c"] == (10, 15)
+    assert times(r)["d"] == (30, 31)
+
+
+def test_wait_on_never_recorded_event_is_a_noop():
+    """Nothing orders c after a: both start at 0."""
+    r = simulate(program([launch("a", "main", 10), wait("aux", "never"), launch("c", "aux", 5)]))
+    assert times(r) == {"a": (0, 10), "c": (0, 5)}
+    assert any("never recorded" in w for w in r.warnings)
+
+
+def test_record_on_idle_stream_is_complete_at_once():
+    """e recorded before anything ran on main: the wait passes, c starts at 0 beside a."""
+    r = simulate(program([record("e", "main"), launch("a", "main", 10), wait("aux", "e"), launch("c", "aux", 5)]))
+    assert times(r)["c"] == (0, 5)
+
+
+def test_wait_stream_is_record_plus_wait():
+    """aux wait_stream main after a: c starts at 10; b (launched on main later) is not waited for."""
+    r = simulate(program([launch("a", "main", 10), {"wait_stream": {"stream": "aux", "on": "main"}},
+                          launch("b", "main", 20), launch("c", "aux", 5)]))
+    assert times(r) == {"a": (0, 10), "b": (10, 30), "c": (10, 15)}
+
+
+def test_legacy_default_stream_syncs_with_blocking_not_nonblocking():
+    """x on blocking 0..10; y on default waits for it: 10..15; z on blocking waits for y: 15..20;
+    n on a non-blocking stream ignores all of it: 0..3."""
+    r = simulate(program(
+        [launch("x", "blk", 10), launch("y", "legacy", 5), launch("z", "blk", 5), launch("n", "free", 3)],
+        {"legacy": "default", "blk": "blocking", "free": "nonblocking"}))
+    assert times(r) == {"x": (0, 10), "y": (10, 15), "z": (15, 20), "n": (0, 3)}
+
+
+def test_sync_blocks_host_until_device_idle():
+    """launch a costs 1 (a runs 1..11), sync returns at 11, launch b costs 1: b runs 12..14."""
+    r = simulate(program([launch("a", "main", 10), {"sync": {}}, launch("b", "main", 2)], launch_us=1))
+    assert times(r) == {"a": (1, 11), "b": (12, 14)}
+    assert r.host_end_us == 12
+
+
+def test_host_bound_eager_launches_leave_gpu_idle():
+    """launch_us 5 per 1 µs kernel: kernel i is issued at 5(i+1) and runs 1 µs; the GPU idles in between."""
+    r = simulate(program([launch(f"k{i}", "main", 1) for i in range(3)], launch_us=5))
+    assert [times(r)[f"k{i}"] for i in range(3)] == [(5, 6), (10, 11), (15, 16)]
+    assert r.streams["main"] == 3
+
+
+def test_records_and_waits_cost_host_time_before_the_next_launch():
+    """a issued at 2; record (1) and wait (1) delay the launch of c (2) on aux to 2+1+1+2 = 6; a ends at 12."""
+    r = simulate(program([launch("a", "main", 10), record("e", "main"), wait("aux", "e"), launch("c", "aux", 1)],
+                         launch_us=2, record_us=1, wait_us=1))
+    assert times(r) == {"a": (2, 12), "c": (12, 13)}
+    assert [(s.label, s.start_us, s.end_us) for s in r.host_spans] == [
+        ("launch a", 0, 2), ("record", 2, 3), ("wait", 3, 4), ("launch c", 4, 6)]
+
+
+def test_per_op_host_us_overrides_global_cost():
+    r = simulate(program([launch("a", "main", 1, host_us=7), launch("b", "aux", 1)], launch_us=2))
+    assert times(r) == {"a": (7, 8), "b": (9, 10)}
+
+
+def test_two_bandwidth_bound_kernels_each_take_twice_as_long():
+    """bw 1.0 each: rates 1/2, both 10 µs kernels end at 20."""
+    r = simulate(program([launch("a", "main", 10, bw=1.0), launch("b", "aux", 10, bw=1.0)]))
+    assert times(r) == {"a": (0, 20), "b": (0, 20)}
+
+
+def test_demands_below_capacity_run_at_full_speed():
+    r = simulate(program([launch("a", "main", 10, bw=0.5, sm=0.5), launch("b", "aux", 10, bw=0.4, sm=0.5)]))
+    assert times(r) == {"a": (0, 10), "b": (0, 10)}
+
+
+def test_rates_are_resolved_when_a_kernel_ends():
+    """Both at rate 1/2 until b (5 µs of work) ends at 10; a then has 5 µs left at rate 1: ends at 15."""
+    r = simulate(program([launch("a", "main", 10, bw=1.0), launch("b", "aux", 5, bw=1.0)]))
+    assert times(r) == {"a": (0, 15), "b": (0, 10)}
+
+
+def test_full_grid_kernel_leaves_no_room():
+    """sm 1.0 + sm 0.5: level L with 1.5 L = 1 -> L = 2/3; b (4 µs) ends at 6, a has 6 left -> 6 + 6 = 12."""
+    r = simulate(program([launch("a", "main", 10, sm=1.0, bw=0.0), launch("b", "aux", 4, sm=0.5, bw=0.0)]))
+    assert times(r)["b"] == pytest.approx((0, 6))
+    assert times(r)["a"] == pytest.approx((0, 12))
+
+
+def test_overlap_penalty_slows_concurrent_kernels_only():
+    """Capacity 0.8 while two run: demands 0.5+0.5 = 1 > 0.8 -> rates 0.8 each; 8 µs kernels end at 10."""
+    sharing = FluidSharing(overlap_penalty=0.2)
+    r = simulate(program([launch("a", "main", 8, bw=0.5), launch("b", "aux", 8, bw=0.5)]), sharing)
+    assert times(r)["a"] == pytest.approx((0, 10))
+    alone = simulate(program([launch("a", "main", 8, bw=0.5)]), sharing)
+    assert times(alone)["a"] == (0, 8)
+
+
+def test_kernel_gap_delays_each_eager_kernel():
+    r = simulate(program([launch("a", "main", 10), launch("b", "main", 5)], kernel_gap_us=2))
+    assert times(r) == {"a": (2, 12), "b": (14, 19)}
+
+
+def test_replay_issues_captured_dag_at_once_with_node_gaps():
+    """Capture a; fork b on aux; join; c. Replay 1 (host 2): a 3..13, b 14..19, c 20..22. Replay 2 issued at
+    4: a 23..33, b 34..39, c 40..42. Capture itself runs nothing."""
+    ops = [{"capture_begin": {"graph": "g", "stream": "main"}},
+           launch("a", "main", 10), record("f", "main"), wait("aux", "f"), launch("b", "aux", 5),
+           record("j", "aux"), wait("main", "j"), launch("c", "main", 2),
+           {"capture_end": {"graph": "g"}}, {"replay": {"graph": "g"}}, {"replay": {"graph": "g"}}]
+    r = simulate(program(ops, launch_us=100, record_us=100, wait_us=100, replay_us=2, node_gap_us=1))
+    got = [(k.name, k.start_us, k.end_us, k.replay) for k in r.kernels]
+    assert got == [("a", 3, 13, 1), ("b", 14, 19, 1), ("c", 20, 22, 1),
+                   ("a", 23, 33, 2), ("b", 34, 39, 2), ("c", 40, 42, 2)]
+
+
+def test_queue_depth_blocks_the_host():
+    """Depth 1: c can only be issued once b starts (at 10), so the host ends at 10."""
+    r = simulate(program([launch("a", "main", 10), launch("b", "main", 10), launch("c", "main", 10)],
+                         queue_depth=1))
+    assert r.host_end_us == 10
+    assert times(r)["c"] == (20, 30)
+
+
+def test_zero_duration_kernels_in_a_long_chain():
+    r = simulate(program([launch(f"z{i}", "main", 0) for i in range(5000)] + [launch("last", "main", 1)]))
+    assert r.makespan_us == 1
+    assert len(r.kernels) == 5001
