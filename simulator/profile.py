@@ -1,0 +1,216 @@
+"""Hardware profiles: ceilings, host API costs, kernel-family cost parameters and the sharing model.
+
+A profile is a JSON file under ``calibration/profiles/`` (package data), either ``calibrated`` (fitted from
+measurements on real hardware) or ``datasheet`` (vendor figures, never measured here). Every figure names
+its source, and :meth:`Profile.describe` is the one-liner every output prints.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import InputError, describe_validation_error
+from simulator.ir import HostCosts
+
+Mode = Literal["eager", "graph"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Figure(_Model):
+    """One number and where it came from."""
+
+    value: float
+    source: str = Field(min_length=1)
+
+
+class Hardware(_Model):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    gpu: str
+    vendor: Literal["nvidia", "amd"]
+    sm_count: int = Field(gt=0, description="SMs (NVIDIA) or CUs (AMD)")
+    hbm_GB: float = Field(gt=0)
+    l2_MB: float | None = None
+    source: str = Field(min_length=1)
+
+
+class Software(_Model):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    driver: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    hip: str | None = None
+
+
+class Ceilings(_Model):
+    hbm_GBps: Figure
+    bf16_tflops: Figure
+
+
+class HostFigures(_Model):
+    """Host API costs (µs) of the eager path and of graph replay."""
+
+    launch_us: Figure
+    record_us: Figure
+    wait_us: Figure
+    set_stream_us: Figure
+    sync_us: Figure
+    replay_us: Figure
+    node_gap_us: Figure
+    kernel_gap_us: Figure
+    queue_depth: int = Field(1024, ge=1)
+
+    def costs(self, mode: Mode = "eager") -> HostCosts:
+        """The engine's ``HostCosts``. ``eager``: every figure as measured. ``graph``: for a program whose
+        launches all come out of one graph replay without capture ops around them (e.g. a replayed trace):
+        no per-op host cost and the node gap between kernels. Programs that capture and replay explicitly
+        should use ``eager`` costs: the engine already charges captured ops nothing."""
+        if mode not in ("eager", "graph"):
+            raise InputError(f"unknown launch mode {mode!r}; expected eager or graph")
+        if mode == "graph":
+            return HostCosts(sync_us=self.sync_us.value, replay_us=self.replay_us.value,
+                             node_gap_us=self.node_gap_us.value, kernel_gap_us=self.node_gap_us.value,
+                             queue_depth=self.queue_depth)
+        return HostCosts(
+            launch_us=self.launch_us.value, record_us=self.record_us.value, wait_us=self.wait_us.value,
+            set_stream_us=self.set_stream_us.value, sync_us=self.sync_us.value,
+            replay_us=self.replay_us.value, node_gap_us=self.node_gap_us.value,
+            kernel_gap_us=self.kernel_gap_us.value, queue_depth=self.queue_depth,
+        )
+
+
+class KernelFamily(_Model):
+    """Cost parameters of one kernel family (see ``simulator.cost``).
+
+    Solo time = ``latency_us`` + max(bytes / (peak HBM × ``bw_eff`` × f), flops / (peak tensor × ``tc_eff``
+    × f)) with f = min(1, SM share of the grid / ``fill_sat``); GEMM rows are padded to ``tile_m``."""
+
+    latency_us: float = Field(ge=0)
+    bw_eff: float = Field(gt=0, le=1.5)
+    tc_eff: float = Field(gt=0, le=1.5)
+    fill_sat: float = Field(1.0, gt=0, le=1)
+    tile_m: int = Field(64, ge=1, description="row tile of the GEMM kernels (padding and grid size)")
+    tile_n: int = Field(128, ge=1, description="column tile of the GEMM kernels (grid size)")
+    split_k_depth: int = Field(0, ge=0, description="K depth per split of a split-K GEMM (0: no split-K)")
+    elems_per_block: int = Field(4096, ge=1, description="elements one block handles (elementwise grid)")
+    source: str = Field(min_length=1)
+
+
+class Interference(_Model):
+    """How concurrent kernels share the device: a form and its parameters."""
+
+    form: Literal["fluid", "slowdown"] = "fluid"
+    params: dict[str, float] = {}
+    source: str = Field(min_length=1)
+
+    def sharing_model(self) -> Any:
+        """The engine's ``SharingModel`` for this form (imported lazily: the engine may land later)."""
+        if self.form == "fluid":
+            from simulator.sharing import FluidSharing
+
+            return FluidSharing(**self.params)
+        from simulator.interference import SlowdownSharing
+
+        return SlowdownSharing(**self.params)
+
+
+class Link(_Model):
+    """Inter-GPU link for collectives: per-direction aggregate bandwidth per GPU and a base latency."""
+
+    bandwidth_GBps: Figure
+    latency_us: Figure
+    topology: str | None = None
+
+
+class Profile(_Model):
+    name: str = Field(min_length=1)
+    provenance: Literal["calibrated", "datasheet"]
+    date: str
+    hardware: Hardware
+    software: Software = Software()
+    ceilings: Ceilings
+    host: HostFigures
+    kernel_families: dict[str, KernelFamily]
+    interference: Interference
+    link: Link
+    measurements: list[str] = []
+    fit: dict[str, Any] = {}
+    notes: str | None = None
+
+    def describe(self) -> str:
+        """One line naming the profile and its provenance; printed by every output."""
+        if self.provenance == "calibrated":
+            return f"{self.name} (calibrated on {self.hardware.gpu}, {self.date})"
+        return f"{self.name} (DATASHEET figures, not calibrated)"
+
+    def host_costs(self, mode: Mode = "eager") -> HostCosts:
+        return self.host.costs(mode)
+
+    def sharing_model(self) -> Any:
+        return self.interference.sharing_model()
+
+    def family(self, name: str) -> KernelFamily:
+        """Cost parameters of a family, falling back to the profile's ``default`` family."""
+        fam = self.kernel_families.get(name) or self.kernel_families.get("default")
+        if fam is None:
+            known = ", ".join(sorted(self.kernel_families))
+            raise InputError(f"profile {self.name}: no kernel family {name!r} and no 'default' ({known})")
+        return fam
+
+    @property
+    def hbm_bytes_per_us(self) -> float:
+        return self.ceilings.hbm_GBps.value * 1e3
+
+    @property
+    def tensor_flops_per_us(self) -> float:
+        return self.ceilings.bf16_tflops.value * 1e6
+
+
+def _profiles_dir() -> Path:
+    return Path(str(resources.files("calibration") / "profiles"))
+
+
+def available_profiles() -> list[str]:
+    """Names of the profiles shipped as package data."""
+    return sorted(p.stem for p in _profiles_dir().glob("*.json"))
+
+
+def parse_profile(data: Any, source: str = "<profile>") -> Profile:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a profile is a JSON object")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as err:
+        raise InputError(describe_validation_error(err, source)) from None
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """A profile by name (``calibration/profiles/NAME.json``) or by path to a JSON file."""
+    text = str(name_or_path)
+    path = Path(text)
+    if not (text.endswith(".json") or "/" in text):
+        path = _profiles_dir() / f"{text}.json"
+        if not path.is_file():
+            known = ", ".join(available_profiles()) or "none"
+            raise InputError(f"unknown profile {text!r}; available: {known}")
+    try:
+        raw = path.read_text()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such profile file") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: cannot read ({err.__class__.__name__})") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as err:
+        where = f"line {err.lineno} column {err.colno}"
+        raise InputError(f"{path}: malformed JSON at {where}: {err.msg}") from None
+    return parse_profile(data, str(path))

@@ -1,0 +1,1 @@
+"""Workload builders: programs (stream-program IR) for MoE layers and the kernels they run."""
