@@ -1,0 +1,80 @@
+"""``moesim whatif trace KINETO.json --aux-region NAME``: replay a real PyTorch profiler trace and predict
+what moving a ``record_function`` region to an aux stream would give."""
+
+from __future__ import annotations
+
+import argparse
+
+from simulator.kineto.replay import WhatIf, run_whatif
+from simulator.outputs import dumps, write_json_atomic
+from simulator.perfetto import to_chrome_trace
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("whatif", help="what-if analyses of real traces",
+                              description="What-if analyses of what really ran.")
+    inner = p.add_subparsers(dest="whatif_command", metavar="KIND", required=True)
+    t = inner.add_parser(
+        "trace", help="replay a Kineto trace and move a record_function region to an aux stream",
+        description="Replay a Kineto / Chrome trace (torch.profiler JSON, optionally .gz) through the simulator "
+                    "and predict the span of GPU work when the kernels launched inside every NAME range run "
+                    "on an aux stream (event fork at the range, join on the main stream). Kernel durations "
+                    "and host timing come from the trace; added host calls, graph-replay costs and the "
+                    "sharing model from the profile.")
+    t.add_argument("trace", help="Kineto trace JSON (.json or .json.gz)")
+    t.add_argument("--aux-region", required=True, metavar="NAME", help="record_function range to move to aux")
+    t.add_argument("--join-after", metavar="NAME2",
+                   help="join on main after the last kernel of the next NAME2 range (default: before the first "
+                        "later kernel outside the annotated ranges)")
+    t.add_argument("--launch", choices=("as-traced", "graph"), default="as-traced",
+                   help="as-traced: keep the traced host timing; graph: one graph replay of the same kernels")
+    t.add_argument("--profile", metavar="P", help="profile name or JSON path (default: the shipped profile "
+                                                   "matching the traced GPU, calibrated first)")
+    t.add_argument("--device", type=int, help="GPU to replay (default: the one with the most GPU work)")
+    t.add_argument("--thread", type=int, help="host thread id to replay (default: the busiest launcher)")
+    t.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    t.add_argument("--trace-out", metavar="F",
+                   help="write the predicted (what-if) timeline as Perfetto JSON, on the trace's clock")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = run_whatif(args.trace, args.aux_region, join_after=args.join_after, launch=args.launch,
+                        profile=args.profile, device=args.device, thread=args.thread)
+    if args.trace_out:
+        write_json_atomic(args.trace_out, _timeline(report))
+    if args.json:
+        print(dumps(report.to_json_dict()))
+        return 0
+    _print(report, args)
+    return 0
+
+
+def _timeline(report: WhatIf) -> dict:
+    result = report.whatif or report.baseline
+    doc = to_chrome_trace(result, f"whatif {report.region}")
+    origin = report.host.origin_us
+    for event in doc["traceEvents"]:
+        if "ts" in event:
+            event["ts"] += origin
+    return doc
+
+
+def _print(report: WhatIf, args: argparse.Namespace) -> None:
+    d = report.to_json_dict()
+    print(f"trace {args.trace}: {d['kernels']} GPU ops replayed on device {d['device']}, thread {d['thread']} "
+          f"(--launch {report.launch})")
+    print(f"  measured span of GPU work   {d['measured_us']:12.3f} µs  (from the trace)")
+    print(f"  baseline replay             {d['baseline_us']:12.3f} µs  ({d['baseline_error']:+.2%} vs measured)")
+    if d["whatif_us"] is not None:
+        print(f"  what-if ({report.region} on aux)  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
+              f"{report.moved} kernels moved in {report.instances} ranges)")
+    print(f"  sources: durations as traced; host: {d['sources']['host']}; added host calls: "
+          f"{d['sources']['added_host_calls']}; sharing: {d['sources']['sharing']}")
+    print(f"  profile: {d['profile']}")
+    for note in report.notes:
+        print(f"  note: {note}")
+    for warning in report.host.warnings:
+        print(f"  warning: {warning}")
+    if args.trace_out:
+        print(f"predicted timeline written to {args.trace_out} (open in ui.perfetto.dev next to the trace)")

@@ -1,0 +1,159 @@
+"""Per-kernel resource demand from what the trace says about it: SM share from the launch geometry and
+occupancy limits, HBM and tensor share from the bytes/flops its operator's input shapes imply.
+
+``sm`` = grid blocks / (resident blocks per SM × SMs), capped at 1, where the resident limit follows from the
+block size, registers and shared memory against ``deviceProperties`` (the CUDA occupancy rules); without
+those fields, Kineto's occupancy estimate (threads resident / thread slots) stands in. Where shapes give no
+bytes, a kernel is taken to run at its profile family's efficiency on the resource that family is bound by
+(GEMMs: tensor rate; the rest: HBM); copies without a byte count are taken as HBM-bound.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from simulator.kineto.events import CpuOp, DeviceProps, GpuOp
+from simulator.profile import Profile
+
+MAX_BLOCKS_PER_SM = 32  # CUDA compute capability 5.0-9.0 (and AMD CUs allow as many wavefront groups)
+REG_ALLOC_UNIT = 256  # registers are allocated per warp in units of 256
+SMEM_RESERVED_PER_BLOCK = 1024  # bytes the runtime keeps per resident block (sm_80+)
+
+_DTYPE_BYTES = {"float": 4, "double": 8, "c10::half": 2, "c10::bfloat16": 2, "half": 2, "bfloat16": 2,
+                "long int": 8, "int": 4, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
+                "c10::float8_e4m3fn": 1, "c10::float8_e5m2": 1, "c10::float8_e4m3fnuz": 1,
+                "c10::float8_e5m2fnuz": 1}
+_GEMM_OPS = ("mm", "addmm", "bmm", "matmul", "linear", "baddbmm", "_scaled_mm")
+_GROUPED_OPS = ("_grouped_mm", "grouped_mm", "_scaled_grouped_mm")
+
+
+class Demand(NamedTuple):
+    sm: float
+    bw: float
+    tc: float
+    family: str
+    nbytes: float | None
+    flops: float | None
+
+
+def resident_blocks(op: GpuOp, dev: DeviceProps | None) -> int | None:
+    """Blocks of this kernel one SM can hold at once (None when the trace lacks the fields)."""
+    if dev is None or op.block is None or dev.max_threads_per_sm <= 0:
+        return None
+    threads = math.prod(op.block)
+    if threads <= 0:
+        return None
+    warp = dev.warp_size or 32
+    warps = -(-threads // warp)
+    limit = min(MAX_BLOCKS_PER_SM, dev.max_threads_per_sm // (warps * warp))
+    if op.regs and dev.regs_per_sm > 0:
+        per_warp = -(-op.regs * warp // REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+        limit = min(limit, dev.regs_per_sm // (per_warp * warps))
+    if op.smem and dev.smem_per_sm > 0:
+        limit = min(limit, dev.smem_per_sm // (op.smem + SMEM_RESERVED_PER_BLOCK))
+    return max(limit, 1)
+
+
+def sm_fraction(op: GpuOp, dev: DeviceProps | None, sm_count: int) -> float | None:
+    """Share of the device's SM slots the kernel's grid occupies in its first wave."""
+    if op.grid is None:
+        return None
+    blocks = math.prod(op.grid)
+    resident = resident_blocks(op, dev)
+    if resident is not None and sm_count > 0:
+        return min(1.0, blocks / (resident * sm_count))
+    if op.occupancy_pct is not None and op.occupancy_pct > 0:
+        return min(1.0, op.occupancy_pct / 100.0)
+    return None
+
+
+def op_family(op: GpuOp, cpu: CpuOp | None) -> str:
+    """Kernel family from the launching operator (aten semantics), else from library naming conventions."""
+    if op.kind != "kernel":
+        return op.kind
+    if cpu is not None:
+        base = cpu.name.split("::")[-1].lower()
+        if base in _GROUPED_OPS:
+            return "grouped_gemm"
+        if base in _GEMM_OPS:
+            return "gemm"
+        if "topk" in base:
+            return "topk"
+        if base in ("sort", "argsort", "index_select", "gather", "scatter", "scatter_add", "index_add",
+                    "index", "index_put", "scatter_add_"):
+            return "permute"
+    name = op.name.lower()
+    if any(tag in name for tag in ("gemm", "matmul", "xmma", "cutlass", "wgmma", "nvjet", "hgemm")):
+        return "grouped_gemm" if "group" in name else "gemm"
+    if "topk" in name:
+        return "topk"
+    return "elementwise"
+
+
+def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
+    """(bytes, flops) one call of ``cpu`` moves/does by its input shapes; None where unknown."""
+    sizes = []
+    for i, dims in enumerate(cpu.dims):
+        if dims is None or not dims:
+            continue
+        dtype = cpu.types[i] if i < len(cpu.types) else ""
+        width = _DTYPE_BYTES.get(dtype.lower())
+        if width is None:
+            continue
+        sizes.append((dims, width))
+    if not sizes:
+        return None, None
+    nbytes = float(sum(math.prod(d) * w for d, w in sizes))
+    flops = None
+    out_elems = None
+    base = cpu.name.split("::")[-1].lower()
+    shapes = [d for d, _ in sizes]
+    width = sizes[0][1]
+    if base in ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm"):
+        a, b = (shapes[-2], shapes[-1]) if base in ("addmm", "baddbmm") else (shapes[0], shapes[1])
+        if len(a) >= 2 and len(b) >= 2:
+            m = math.prod(a[:-1])
+            k = a[-1]
+            n = b[-2] if base == "linear" else b[-1]
+            flops = 2.0 * m * k * n
+            out_elems = m * n
+    elif base.endswith("_") or base in ("copy_", "fill_", "zero_"):
+        out_elems = 0  # in place: the output is an input already counted
+    else:
+        out_elems = math.prod(shapes[0])
+    if out_elems:
+        nbytes += out_elems * width
+    return nbytes, flops
+
+
+def kernel_demand(op: GpuOp, cpu: CpuOp | None, kernels_of_cpu: int, dev: DeviceProps | None,
+                  profile: Profile) -> Demand:
+    """The (sm, bw, tc) fractions the engine shares; shapes count only when one operator made one kernel."""
+    sm_count = (dev.num_sms if dev and dev.num_sms else profile.hardware.sm_count)
+    family = op_family(op, cpu)
+    sm = sm_fraction(op, dev, sm_count)
+    nbytes = float(op.nbytes) if op.nbytes is not None else None
+    flops = None
+    if cpu is not None and kernels_of_cpu == 1 and op.kind == "kernel":
+        nbytes, flops = shape_cost(cpu)
+    fam = profile.kernel_families.get(family) or profile.kernel_families.get("default")
+    gemm = family in ("gemm", "grouped_gemm")
+    dur = max(op.dur, 1e-3)
+    if nbytes is not None:
+        bw = nbytes / dur / profile.hbm_bytes_per_us
+    elif op.kind != "kernel":
+        bw = 1.0
+    else:  # no shapes: a kernel runs at its family's efficiency on the resource that family is bound by
+        bw = 0.0 if gemm or fam is None else fam.bw_eff
+    if flops is not None:
+        tc = flops / dur / profile.tensor_flops_per_us
+    else:
+        tc = fam.tc_eff if gemm and nbytes is None and fam is not None else 0.0
+    if sm is None:
+        sm = 1.0 if op.kind == "kernel" else 0.0
+    return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops)
+
+
+def _clip(x: float) -> float:
+    return min(1.0, max(0.0, x))

@@ -1,0 +1,304 @@
+"""Trace -> host program -> stream program.
+
+:func:`import_trace` turns a :class:`Trace` into a :class:`HostTrace`: the chosen host thread's API calls in
+host order (launches with their GPU ops and demands, event records and stream waits with the streams the
+``cuda_sync`` records name, synchronizes), each placed at its *submission point* on the trace clock, plus the
+enclosing ``record_function`` ranges of every launch. :func:`compile_program` writes it as an IR
+:class:`~simulator.ir.Program` whose per-op ``host_us`` are the traced time between submission points, so the
+host (an eager trace of small kernels is host-bound) is replayed as it ran.
+
+Timing model fitted to the trace itself: a kernel starts ``gap`` after max(its submission, its stream's
+previous end); ``gap`` is the median gap between back-to-back kernels on a busy stream, and the submission
+point is the call start plus the median idle-stream launch latency minus ``gap`` (capped at the call).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Literal
+
+from simulator.errors import InputError
+from simulator.ir import HostCosts, Launch, Program, Record, SetStream, StreamSpec, Sync, Wait
+from simulator.kineto.demand import Demand, kernel_demand
+from simulator.kineto.events import CpuOp, GpuOp, HostCall, Range, Trace
+from simulator.profile import Profile
+
+LaunchMode = Literal["as-traced", "graph"]
+ItemKind = Literal["launch", "record", "wait", "sync", "set_stream"]
+
+_SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "hipDeviceSynchronize",
+               "hipStreamSynchronize", "hipEventSynchronize")
+_RECORD_CALLS = ("cudaEventRecord", "cudaEventRecordWithFlags", "hipEventRecord", "hipEventRecordWithFlags")
+_WAIT_CALLS = ("cudaStreamWaitEvent", "hipStreamWaitEvent")
+
+
+@dataclass(slots=True)
+class Item:
+    """One host-side operation. Traced items have a submission point ``t`` and a resume point ``resume``
+    (later than ``t`` for a synchronize, whose traced wait the engine recomputes); added ones a host cost."""
+
+    kind: ItemKind
+    stream: int | str | None = None
+    t: float | None = None
+    resume: float | None = None
+    cost: float = 0.0
+    gpu: GpuOp | None = None
+    demand: Demand | None = None
+    event: str | None = None
+    ranges: tuple[int, ...] = ()
+    region: str | None = None
+    cpu: CpuOp | None = None
+    outer_cpu: CpuOp | None = None
+
+
+@dataclass(slots=True)
+class HostTrace:
+    """The imported trace: host-ordered items and what the replay needs to time them."""
+
+    items: list[Item]
+    ranges: list[Range]
+    device: int
+    thread: int | None
+    gap_us: float
+    measured_us: float
+    gpu_start: float
+    streams: list[int]
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def origin_us(self) -> float:
+        """The trace-clock time that simulated time 0 stands for (the first host item's submission)."""
+        return next((item.t for item in self.items if item.t is not None), self.gpu_start)
+
+
+def import_trace(trace: Trace, profile: Profile, *, device: int | None = None,
+                 thread: int | None = None) -> HostTrace:
+    """Build the host program of one device and one host thread (the busiest ones unless named)."""
+    warnings: list[str] = []
+    by_device = Counter(op.device for op in trace.gpu_ops)
+    if not by_device:
+        raise InputError(f"{trace.source}: no GPU kernels or memcpys in the trace")
+    if device is None:
+        device = by_device.most_common(1)[0][0]
+        if len(by_device) > 1:
+            warnings.append(f"trace has GPU work on devices {sorted(by_device)}; replaying device {device} "
+                            "(choose with --device)")
+    elif device not in by_device:
+        raise InputError(f"{trace.source}: no GPU work on device {device}; devices: {sorted(by_device)}")
+    gpu_ops = sorted((op for op in trace.gpu_ops if op.device == device), key=lambda o: o.ts)
+    gpu_ops = _fill_correlation(gpu_ops, trace)
+    by_corr: dict[int, list[GpuOp]] = defaultdict(list)
+    for op in gpu_ops:
+        if op.corr is not None:
+            by_corr[op.corr].append(op)
+    launchers = Counter(c.tid for c in trace.host_calls if c.corr in by_corr)
+    if thread is None and launchers:
+        thread = launchers.most_common(1)[0][0]
+        if len(launchers) > 1:
+            warnings.append(f"kernels of device {device} were launched from threads {sorted(launchers)}; "
+                            f"replaying thread {thread}'s program (choose with --thread)")
+    elif thread is not None and thread not in launchers:
+        raise InputError(f"{trace.source}: thread {thread} launched no GPU work on device {device}; "
+                         f"launching threads: {sorted(launchers)}")
+    calls = sorted((c for c in trace.host_calls if c.tid == thread), key=lambda c: c.ts)
+    gpu_ops = _align_clocks(gpu_ops, calls, by_corr, warnings)
+    by_corr = defaultdict(list)
+    for op in gpu_ops:
+        if op.corr is not None:
+            by_corr[op.corr].append(op)
+    gap, offset = _fit_timing(gpu_ops, calls, by_corr, profile)
+    ranges = sorted((r for r in trace.ranges if r.tid == thread), key=lambda r: (r.ts, -r.dur))
+    cpu_ops = sorted((o for o in trace.cpu_ops if o.tid == thread), key=lambda o: (o.ts, -o.dur))
+    items = _host_items(calls, by_corr, trace, offset, warnings)
+    launched = {id(item.gpu) for item in items if item.gpu is not None}
+    ghosts = [op for op in gpu_ops if id(op) not in launched]
+    if ghosts:
+        if calls:
+            warnings.append(f"{len(ghosts)} GPU ops have no launch call on thread {thread}; they are issued "
+                            "at their traced start")
+        items = _merge(items, [Item("launch", op.stream, t=op.ts - gap, gpu=op) for op in ghosts])
+    _attach_context(items, ranges, cpu_ops)
+    _attach_demand(items, trace, device, profile)
+    start = gpu_ops[0].ts
+    end = max(op.ts + op.dur for op in gpu_ops)
+    return HostTrace(items=items, ranges=ranges, device=device, thread=thread, gap_us=gap,
+                     measured_us=end - start, gpu_start=start,
+                     streams=sorted({op.stream for op in gpu_ops}), warnings=warnings)
+
+
+def _merge(items: list[Item], extra: list[Item]) -> list[Item]:
+    """Insert ``extra`` (each with a time) into host order; untimed items keep following their leader."""
+    keyed = []
+    t = float("-inf")
+    for n, item in enumerate(items):
+        t = item.t if item.t is not None else t
+        keyed.append((t, 0, n, item))
+    keyed += [(item.t, 1, n, item) for n, item in enumerate(extra)]
+    keyed.sort(key=lambda k: k[:3])
+    return [k[3] for k in keyed]
+
+
+def _fill_correlation(ops: list[GpuOp], trace: Trace) -> list[GpuOp]:
+    """GPU ops without ``args.correlation`` take the id of the ``ac2g`` flow that ends on them."""
+    if all(op.corr is not None for op in ops) or not trace.flows:
+        return ops
+    ends = {(f.tid, round(f.ts, 3)): f.id for f in trace.flows if f.phase == "f"}
+    return [op if op.corr is not None else op._replace(corr=ends.get((op.stream, round(op.ts, 3))))
+            for op in ops]
+
+
+def _align_clocks(ops: list[GpuOp], calls: list[HostCall], by_corr: dict[int, list[GpuOp]],
+                  warnings: list[str]) -> list[GpuOp]:
+    """A GPU op cannot start before its launch call; if the clocks say otherwise, shift the GPU clock."""
+    lead = [g.ts - c.ts for c in calls if c.corr in by_corr for g in by_corr[c.corr]]
+    if not lead or min(lead) >= 0:
+        return ops
+    shift = -min(lead)
+    warnings.append(f"GPU clock runs {shift:.3f} µs behind the host clock (kernels before their launches); "
+                    "shifted")
+    return [op._replace(ts=op.ts + shift) for op in ops]
+
+
+def _fit_timing(ops: list[GpuOp], calls: list[HostCall], by_corr: dict[int, list[GpuOp]],
+                profile: Profile) -> tuple[float, float]:
+    """(device gap between kernels, submission offset after a launch call's start), from the trace."""
+    prev_end: dict[int, float] = {}
+    busy_gaps: list[float] = []
+    call_of = {c.corr: c for c in calls if c.corr is not None}
+    idle_lat: list[float] = []
+    for op in ops:
+        before = prev_end.get(op.stream)
+        call = call_of.get(op.corr) if op.corr is not None else None
+        if before is not None and call is not None and call.ts + call.dur < before:
+            busy_gaps.append(op.ts - before)
+        elif call is not None and (before is None or before < call.ts):
+            idle_lat.append(op.ts - call.ts)
+        prev_end[op.stream] = max(before or op.ts, op.ts + op.dur)
+    gap = max(0.0, statistics.median(busy_gaps)) if busy_gaps else profile.host.kernel_gap_us.value
+    if idle_lat:
+        offset = max(0.0, statistics.median(idle_lat) - gap)
+    else:
+        offset = statistics.median(c.dur for c in calls) if calls else 0.0
+    return gap, offset
+
+
+def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: Trace, offset: float,
+                warnings: list[str]) -> list[Item]:
+    syncs = {s.corr: s for s in trace.syncs if s.corr is not None and s.wait_on_stream is not None}
+    record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values() if s.record_corr is not None}
+    items: list[Item] = []
+    unknown_waits = 0
+    for call in calls:
+        gpu = by_corr.get(call.corr) if call.corr is not None else None
+        t = call.ts + min(call.dur, offset)
+        if gpu:
+            for k, op in enumerate(sorted(gpu, key=lambda o: o.ts)):
+                items.append(Item("launch", op.stream, t=t if k == 0 else None, gpu=op))
+        elif call.name in _RECORD_CALLS and call.corr in record_stream:
+            items.append(Item("record", record_stream[call.corr], t=t, event=f"ev{call.corr}"))
+        elif call.name in _WAIT_CALLS:
+            sync = syncs.get(call.corr)
+            if sync is None:
+                unknown_waits += 1
+                continue
+            if sync.record_corr is None:  # older Kineto: no record id; wait for what the source holds now
+                items.append(Item("record", sync.wait_on_stream, t=t, event=f"w{call.corr}"))
+                items.append(Item("wait", sync.stream, event=f"w{call.corr}"))
+            else:
+                items.append(Item("wait", sync.stream, t=t, event=f"ev{sync.record_corr}"))
+        elif call.name in _SYNC_CALLS:
+            items.append(Item("sync", t=call.ts + min(call.dur, offset), resume=call.ts + call.dur))
+    if unknown_waits:
+        warnings.append(f"{unknown_waits} cudaStreamWaitEvent calls without cuda_sync records: their "
+                        "cross-stream dependencies are unknown and not replayed")
+    return items
+
+
+def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]) -> None:
+    """Enclosing ranges (indices, outer first) and innermost/outermost operator of every traced item."""
+    range_stack: list[int] = []
+    op_stack: list[CpuOp] = []
+    ri = oi = 0
+    last_t = float("-inf")
+    for item in items:
+        if item.t is not None:
+            last_t = item.t
+        x = last_t
+        while ri < len(ranges) and ranges[ri].ts <= x:
+            range_stack = [j for j in range_stack if ranges[j].end >= ranges[ri].ts]
+            range_stack.append(ri)
+            ri += 1
+        range_stack = [j for j in range_stack if ranges[j].end >= x]
+        while oi < len(cpu_ops) and cpu_ops[oi].ts <= x:
+            op_stack = [o for o in op_stack if o.ts + o.dur >= cpu_ops[oi].ts]
+            op_stack.append(cpu_ops[oi])
+            oi += 1
+        op_stack = [o for o in op_stack if o.ts + o.dur >= x]
+        item.ranges = tuple(range_stack)
+        item.region = ranges[range_stack[-1]].name if range_stack else None
+        if item.kind == "launch" and op_stack:
+            item.cpu = op_stack[-1]
+            item.outer_cpu = op_stack[0]
+
+
+def _attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile) -> None:
+    per_cpu = Counter(id(item.cpu) for item in items if item.kind == "launch" and item.cpu is not None)
+    dev = trace.devices.get(device)
+    for item in items:
+        if item.gpu is not None:
+            count = per_cpu[id(item.cpu)] if item.cpu is not None else 0
+            item.demand = kernel_demand(item.gpu, item.cpu, count, dev, profile)
+
+
+def stream_name(stream: int | str | None) -> str:
+    return stream if isinstance(stream, str) else f"stream{stream}"
+
+
+def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch: LaunchMode,
+                    name: str = "trace") -> Program:
+    """The IR program of ``items``: traced host time between submission points (as-traced), or one graph
+    replay of the same kernels (``graph``: the replay's host cost once, then the profile's node gap)."""
+    graph = launch == "graph"
+    if graph:
+        costs = profile.host_costs("graph")
+    else:
+        costs = HostCosts(**{**profile.host_costs("eager").model_dump(), "kernel_gap_us": host.gap_us})
+    ops = []
+    streams: dict[str, StreamSpec] = {}
+    resume: float | None = None
+    first = True
+    for item in items:
+        if item.kind == "sync" and graph:
+            continue
+        if graph:
+            host_us = costs.replay_us if first and item.kind == "launch" else 0.0
+            first = first and item.kind != "launch"
+        elif item.t is None:
+            host_us = item.cost
+        else:
+            host_us = item.t - resume if resume is not None else 0.0
+            resume = item.resume if item.resume is not None else item.t
+        host_us = max(host_us, 0.0)
+        ops.append(_ir_op(item, host_us))
+        if item.stream is not None:
+            streams.setdefault(stream_name(item.stream), StreamSpec(kind="nonblocking"))
+    return Program(name=name, streams=streams, host=costs, ops=tuple(ops))
+
+
+def _ir_op(item: Item, host_us: float) -> Launch | Record | Wait | SetStream | Sync:
+    stream = stream_name(item.stream)
+    if item.kind == "launch":
+        gpu = item.gpu
+        demand = item.demand
+        assert gpu is not None and demand is not None
+        return Launch(kernel=gpu.name or "<unnamed>", stream=stream, dur_us=gpu.dur, sm=demand.sm, bw=demand.bw,
+                      tc=demand.tc, family=demand.family, region=item.region, host_us=host_us)
+    if item.kind == "record":
+        return Record(event=item.event or "", stream=stream, host_us=host_us)
+    if item.kind == "wait":
+        return Wait(event=item.event or "", stream=stream, host_us=host_us)
+    if item.kind == "set_stream":
+        return SetStream(stream=stream, host_us=host_us)
+    return Sync(host_us=host_us)
