@@ -37,7 +37,7 @@ def test_every_strategy_matches_float64_reference(name: str, backend: str) -> No
     cfg = get_preset(name).scaled_down()
     w = MoEWeights.random(cfg, "cpu", seed=1)
     x = _input(cfg, 20)
-    assert x.abs().min() > 0 or x.abs().max() > 0.5  # never zeros
+    assert (x != 0).float().mean() > 0.99  # never zeros
     ref = reference_forward(cfg, x, w)
     assert ref.abs().max() > 0.5
     layer = MoELayer(cfg, "cpu", backend=backend)

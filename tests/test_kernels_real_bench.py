@@ -1,0 +1,85 @@
+"""The bench harness in its CPU mode writes well-formed records, traces and tables; bad input exits 2."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from kernels_real import bench
+
+REQUIRED = {"preset", "tokens", "strategy", "mode", "median_us", "min_us", "p90_us", "replays", "weight_sets",
+            "backend"}
+
+
+def test_cpu_quick_run_writes_well_formed_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    rc = bench.main(["--out", str(out), "--device", "cpu", "--quick", "--presets", "deepseek_v2_lite",
+                     "qwen3_30b_a3b", "--tokens", "1", "8", "--trace-tokens", "8"])
+    assert rc == 0
+    cases = json.loads((out / "cases.json").read_text())
+    # deepseek_v2_lite: 3 strategies, qwen3: sequential only; × 2 token counts; eager only on CPU
+    assert len(cases) == (3 + 1) * 2
+    for c in cases:
+        assert set(c) >= REQUIRED
+        assert c["mode"] == "eager" and c["backend"] == "loop"
+        assert 0 < c["min_us"] <= c["median_us"] <= c["p90_us"]
+        assert c["replays"] >= 5 and c["weight_sets"] == 2
+    assert {(c["preset"], c["strategy"]) for c in cases if c["tokens"] == 8} == {
+        ("deepseek_v2_lite-tiny", s) for s in ("sequential", "multi_stream", "fused_shared")
+    } | {("qwen3_30b_a3b-tiny", "sequential")}
+    traced = [c for c in cases if c["trace"]]
+    assert {c["strategy"] for c in traced} == {"sequential", "multi_stream", "fused_shared"}
+    for c in traced:
+        trace = json.loads(gzip.decompress((out / c["trace"]).read_bytes()))
+        names = {e.get("name") for e in trace["traceEvents"]}
+        assert "moe.routed_experts" in names and "moe.gate" in names
+        assert any("Input Dims" in e.get("args", {}) for e in trace["traceEvents"])  # record_shapes
+        assert trace["moesim_strategy"] == c["strategy"]
+    env = json.loads((out / "env.json").read_text())
+    assert env["backend"] == "cpu" and env["rocm_tested"] is False and env["skipped"] == []
+    assert len(json.loads((out / "kernels.json").read_text())) == 3
+    gains = (out / "gains.md").read_text()
+    assert "| deepseek_v2_lite-tiny | eager | 8 |" in gains
+    assert "| qwen3_30b_a3b-tiny | eager | 8 |" in gains and "n/a" in gains
+    assert "gain %" in capsys.readouterr().out
+
+
+def test_gain_table_by_hand() -> None:
+    cases = [{"preset": "p", "tokens": 4, "strategy": s, "mode": "graph", "median_us": v}
+             for s, v in (("sequential", 200.0), ("multi_stream", 150.0), ("fused_shared", 250.0))]
+    table = bench.gains_markdown(cases, {"date": "d"})
+    assert "| p | graph | 4 | 200.0 | 150.0 | +25.0 | 250.0 | -25.0 |" in table
+
+
+def test_budget_guard_skips_and_still_writes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    rc = bench.main(["--out", str(out), "--device", "cpu", "--quick", "--presets", "llama4_scout",
+                     "--budget-s", "0", "--trace-presets"])
+    assert rc == 0
+    assert json.loads((out / "cases.json").read_text()) == []
+    skipped = json.loads((out / "env.json").read_text())["skipped"]
+    assert len(skipped) == 2 * 3 and all("--budget-s" in s for s in skipped)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--presets", "nope"], "unknown preset"),
+        (["--tokens", "0"], "token counts must be >= 1"),
+        (["--strategies", "parallel"], "unknown strategy"),
+        (["--modes", "lazy"], "unknown mode"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    out = tmp_path / "run"
+    assert bench.main(["--out", str(out), "--device", "cpu", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
