@@ -1,0 +1,105 @@
+"""Turn a kernel spec (``shapes.py``) into torch calls on the GPU, one callable per rotation of buffers.
+
+Inputs are random (never zeros: zeros run faster than real data). Rotating through several buffer sets keeps
+consecutive calls' weights out of the L2; grouped GEMMs rotate the routing (a different seed picks other
+experts of one weight tensor). Large tensors live in a ``cache`` dict the caller clears between groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from calibration.microbench.accounting import rotations
+from calibration.microbench.shapes import route_counts
+
+Call = Callable[[], Any]
+Spec = dict[str, Any]
+
+
+def _rand(torch: Any, shape: tuple[int, ...], dtype: Any, dev: Any) -> Any:
+    return torch.randn(shape, dtype=dtype, device=dev)
+
+
+def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]) -> list[Call]:
+    """Callables for ``spec``, one per buffer rotation; each issues exactly the spec's torch op(s)."""
+    op = spec["op"]
+    bf = torch.bfloat16
+    if op == "chain":
+        subs = [build(torch, s, dev, l2_bytes, cache) for s in spec["ops"]]
+        n = max(len(s) for s in subs)
+
+        def chain_call(r: int) -> Call:
+            parts = [s[r % len(s)] for s in subs]
+            return lambda: [p() for p in parts]
+
+        return [chain_call(r) for r in range(n)]
+    rot = rotations(spec, l2_bytes)
+    calls: list[Call] = []
+    if op == "mm":
+        m, k, n = spec["M"], spec["K"], spec["N"]
+        for _ in range(rot):
+            x, w, o = _rand(torch, (m, k), bf, dev), _rand(torch, (k, n), bf, dev), torch.empty((m, n), dtype=bf,
+                                                                                                 device=dev)
+            calls.append(lambda x=x, w=w, o=o: torch.mm(x, w, out=o))
+    elif op == "grouped_mm":
+        e, k, n = spec["E"], spec["K"], spec["N"]
+        key = ("grouped_w", e, k, n)
+        if key not in cache:
+            cache[key] = _rand(torch, (e, k, n), bf, dev)
+        w = cache[key]
+        for r in range(rot):
+            counts = spec["counts"] if r == 0 else route_counts(spec["tokens"], e, spec["top_k"], seed=r)
+            offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device=dev, dtype=torch.int32)
+            x = _rand(torch, (sum(counts), k), bf, dev)
+            calls.append(lambda x=x, offs=offs: torch._grouped_mm(x, w, offs=offs))
+    elif op in ("add", "mul"):
+        fn = torch.add if op == "add" else torch.mul
+        for _ in range(rot):
+            a, b = _rand(torch, (spec["M"], spec["N"]), bf, dev), _rand(torch, (spec["M"], spec["N"]), bf, dev)
+            o = torch.empty_like(a)
+            calls.append(lambda a=a, b=b, o=o: fn(a, b, out=o))
+    elif op == "silu":
+        silu_out = torch.ops.aten.silu.out
+        for _ in range(rot):
+            a = _rand(torch, (spec["M"], spec["N"]), bf, dev)
+            o = torch.empty_like(a)
+            calls.append(lambda a=a, o=o: silu_out(a, out=o))
+    elif op == "topk":
+        for _ in range(rot):
+            logits = _rand(torch, (spec["M"], spec["E"]), torch.float32, dev)
+            vals = torch.empty((spec["M"], spec["k"]), dtype=torch.float32, device=dev)
+            idx = torch.empty((spec["M"], spec["k"]), dtype=torch.int64, device=dev)
+            calls.append(lambda lg=logits, v=vals, i=idx: torch.topk(lg, spec["k"], dim=-1, sorted=False, out=(v, i)))
+    elif op == "sort":
+        for _ in range(rot):
+            ids = torch.randint(0, 1 << 16, (spec["n"],), dtype=torch.int64, device=dev)
+            vals, idx = torch.empty_like(ids), torch.empty_like(ids)
+            calls.append(lambda ids=ids, v=vals, i=idx: torch.sort(ids, stable=True, out=(v, i)))
+    elif op == "sum_k":
+        m, k, n = spec["M"], spec["k"], spec["N"]
+        for _ in range(rot):
+            x, o = _rand(torch, (m, k, n), bf, dev), torch.empty((m, n), dtype=bf, device=dev)
+            calls.append(lambda x=x, o=o: torch.sum(x, dim=1, out=o))
+    elif op == "index_select":
+        m, k, n = spec["M"], spec["k"], spec["N"]
+        for _ in range(rot):
+            x = _rand(torch, (m, n), bf, dev)
+            idx = torch.randint(0, m, (m * k,), dtype=torch.int64, device=dev)
+            o = torch.empty((m * k, n), dtype=bf, device=dev)
+            calls.append(lambda x=x, idx=idx, o=o: torch.index_select(x, 0, idx, out=o))
+    elif op == "copy":
+        elems = spec["bytes"] // 2
+        for _ in range(rot):
+            src, dst = _rand(torch, (elems,), bf, dev), torch.empty((elems,), dtype=bf, device=dev)
+            calls.append(lambda s=src, d=dst: d.copy_(s))
+    else:
+        raise ValueError(f"unknown op {op!r}")
+    return calls
+
+
+def weight_key(spec: Spec) -> Any:
+    """Key of the big tensors a spec shares with its neighbours (solo items with one key reuse the cache)."""
+    if spec["op"] == "grouped_mm":
+        return ("grouped_w", spec["E"], spec["K"], spec["N"])
+    return None
