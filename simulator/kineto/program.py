@@ -190,10 +190,12 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
     record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values() if s.record_corr is not None}
     items: list[Item] = []
     unknown_waits = 0
+    done = float("-inf")  # when the GPU work launched so far ended
     for call in calls:
         gpu = by_corr.get(call.corr) if call.corr is not None else None
         t = call.ts + min(call.dur, offset)
         if gpu:
+            done = max(done, *(op.ts + op.dur for op in gpu))
             for k, op in enumerate(sorted(gpu, key=lambda o: o.ts)):
                 items.append(Item("launch", op.stream, t=t if k == 0 else None, gpu=op))
         elif call.name in _RECORD_CALLS and call.corr in record_stream:
@@ -209,7 +211,8 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
             else:
                 items.append(Item("wait", sync.stream, t=t, event=f"ev{sync.record_corr}"))
         elif call.name in _SYNC_CALLS:
-            items.append(Item("sync", t=call.ts + min(call.dur, offset), resume=call.ts + call.dur))
+            # the engine recomputes the wait; the host resumes from when the traced GPU went idle
+            items.append(Item("sync", t=t, resume=max(t, min(call.ts + call.dur, done))))
     if unknown_waits:
         warnings.append(f"{unknown_waits} cudaStreamWaitEvent calls without cuda_sync records: their "
                         "cross-stream dependencies are unknown and not replayed")

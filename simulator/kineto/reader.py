@@ -43,7 +43,7 @@ def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
     trace = Trace(source=str(path))
     sink = _Sink(trace)
     bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}", file=sys.stderr,
-               disable=not progress, leave=False)
+               disable=True if not progress else None, leave=False)  # None: only on a terminal
     try:
         with raw:
             _parse(_open_stream(raw), sink, bar, trace)

@@ -1,0 +1,200 @@
+"""Kineto import: streaming reader, robustness, host program, demand; baseline replay of hand-built traces."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from simulator.errors import InputError
+from simulator.kineto.demand import resident_blocks, sm_fraction
+from simulator.kineto.events import DeviceProps, GpuOp
+from simulator.kineto.reader import read_trace
+from simulator.kineto.replay import run_whatif
+from tests.data.kineto.synth import GAP, LATENCY, Synth, moe_layer
+
+PROFILE = str(Path(__file__).parent / "data" / "kineto" / "test-profile.json")
+
+
+def _write(tmp_path: Path, s: Synth, name: str = "t.json") -> Path:
+    path = tmp_path / name
+    path.write_text(s.dumps())
+    return path
+
+
+def _replay(path: Path, **kw) -> dict:
+    return run_whatif(path, None, profile=PROFILE, progress=False, **kw).to_json_dict()
+
+
+def test_reader_keeps_typed_records(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    trace = read_trace(_write(tmp_path, s), progress=False)
+    assert len(trace.gpu_ops) == 6 and len(trace.host_calls) == 6
+    assert [r.name for r in trace.ranges] == ["moe.gate", "moe.shared_experts", "moe.routed_experts"]
+    assert trace.devices[0].num_sms == 132
+    first = trace.gpu_ops[0]
+    assert (first.grid, first.block, first.regs, first.stream) == ((8, 1, 1), (128, 1, 1), 32, 7)
+    assert len(trace.flows) == 12
+
+
+def test_gzip_reads_the_same(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    plain = _write(tmp_path, s)
+    packed = tmp_path / "t.json.gz"
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_trace(packed, progress=False).gpu_ops == read_trace(plain, progress=False).gpu_ops
+
+
+def test_host_bound_eager_trace_replays_exactly(tmp_path: Path) -> None:
+    s = Synth(call_us=5.0)
+    for i in range(10):
+        s.launch(f"tiny{i}", 2.0)
+        s.idle(3.0)  # python overhead between launches: must be replayed too
+    # kernel i starts at 3 + 8 i (8 µs per host iteration), the last ends at 3 + 72 + 2
+    assert s.span() == pytest.approx(74.0)
+    out = _replay(_write(tmp_path, s))
+    assert out["measured_us"] == pytest.approx(74.0)
+    assert out["baseline_us"] == pytest.approx(74.0)
+    assert out["kernels"] == 10
+
+
+def test_gpu_bound_trace_replays_exactly(tmp_path: Path) -> None:
+    s = Synth()
+    for i in range(6):
+        s.launch(f"big{i}", 20.0)
+    assert s.span() == pytest.approx(6 * 20.0 + 5 * GAP)
+    out = _replay(_write(tmp_path, s))
+    assert out["baseline_us"] == pytest.approx(125.0)
+    assert out["kernel_gap_us"] == pytest.approx(GAP)
+
+
+def test_sync_wait_is_recomputed_not_replayed(tmp_path: Path) -> None:
+    s = Synth()
+    s.launch("a", 50.0)
+    s.sync()
+    s.launch("b", 10.0)
+    # a: 3..53; sync returns at 55 (its traced wait); b's call at 55, starts at 58, ends 68: span 65
+    assert s.span() == pytest.approx(65.0)
+    assert _replay(_write(tmp_path, s))["baseline_us"] == pytest.approx(65.0)
+
+
+def test_cross_stream_wait_from_cuda_sync(tmp_path: Path) -> None:
+    s = Synth()
+    s.launch("producer", 50.0, stream=7)
+    rec = s.record(7)
+    s.wait(20, 7, rec)
+    s.launch("consumer", 10.0, stream=20)
+    # consumer waits for producer (1003..1053): starts 1054, ends 1064 -> span 61
+    assert s.kernels[1]["ts"] == pytest.approx(1053.0 + GAP)
+    out = _replay(_write(tmp_path, s))
+    assert out["baseline_us"] == pytest.approx(61.0)
+    assert out["measured_us"] == pytest.approx(61.0)
+
+
+def test_clock_offset_is_detected_and_span_kept(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    for ev in s.events:
+        if ev.get("cat") == "kernel":
+            ev["ts"] -= 500.0
+    out = _replay(_write(tmp_path, s))
+    assert out["baseline_us"] == pytest.approx(160.0)
+    assert any("clock" in w for w in out["warnings"])
+
+
+def test_unknown_categories_and_missing_fields_are_tolerated(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    s.events += [
+        {"ph": "X", "cat": "some_new_category", "name": "x", "ts": 1, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "no_ts"},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "mark", "ts": 5},
+        {"ph": "X", "cat": "python_function", "name": "f", "ts": 1, "dur": "2"},
+        "not an event",
+    ]
+    trace = read_trace(_write(tmp_path, s), progress=False)
+    assert len(trace.gpu_ops) == 6
+    assert trace.skipped["some_new_category"] == 1
+    assert _replay(_write(tmp_path, s))["baseline_us"] == pytest.approx(160.0)
+
+
+def test_correlation_from_flows_when_args_lack_it(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    for ev in s.events:
+        if ev.get("cat") == "kernel":
+            del ev["args"]["correlation"]
+    assert _replay(_write(tmp_path, s))["baseline_us"] == pytest.approx(160.0)
+
+
+def test_device_and_thread_selection(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    other = {"ph": "X", "cat": "kernel", "name": "elsewhere", "pid": 1, "tid": 7, "ts": 0.0, "dur": 1000.0,
+             "args": {"device": 1, "stream": 7, "correlation": 999}}
+    s.events.append(other)
+    path = _write(tmp_path, s)
+    out = _replay(path)
+    assert out["device"] == 0 and out["baseline_us"] == pytest.approx(160.0)
+    assert any("devices [0, 1]" in w for w in out["warnings"])
+    assert _replay(path, device=1)["measured_us"] == pytest.approx(1000.0)
+    with pytest.raises(InputError, match="device 5"):
+        _replay(path, device=5)
+    with pytest.raises(InputError, match="thread 4242"):
+        _replay(path, thread=4242)
+
+
+@pytest.mark.parametrize("text", ['{"traceEvents": [{"ph": "X", "cat": "kernel"', "{not json", ""])
+def test_malformed_file_is_one_input_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(InputError, match=r"bad\.json"):
+        read_trace(path, progress=False)
+
+
+def test_not_a_trace_and_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"hello": [1, 2]}))
+    with pytest.raises(InputError, match="traceEvents"):
+        read_trace(path, progress=False)
+    with pytest.raises(InputError, match="no such file"):
+        read_trace(tmp_path / "missing.json", progress=False)
+
+
+def test_bare_event_list_is_accepted(tmp_path: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(s.events))
+    assert len(read_trace(path, progress=False).gpu_ops) == 6
+
+
+def test_sm_fraction_follows_occupancy_rules() -> None:
+    dev = DeviceProps(0, "H200", 132, 2048, 65536, 233472, 32)
+    op = GpuOp("kernel", "k", 0, 7, 0.0, 1.0, 1, grid=(264, 1, 1), block=(256, 1, 1), regs=128, smem=0)
+    # 256 threads × 128 regs = 32768 regs per block -> 2 blocks per SM by registers; 264 / (2 × 132) = 1
+    assert resident_blocks(op, dev) == 2
+    assert sm_fraction(op, dev, 132) == pytest.approx(1.0)
+    small = op._replace(grid=(33, 1, 1), regs=32, smem=100_000)
+    # shared memory: 233472 // (100000 + 1024) = 2 blocks per SM; 33 / 264 = 0.125
+    assert resident_blocks(small, dev) == 2
+    assert sm_fraction(small, dev, 132) == pytest.approx(0.125)
+    threads = op._replace(grid=(66, 1, 1), block=(1024, 1, 1), regs=16)
+    assert sm_fraction(threads, dev, 132) == pytest.approx(66 / (2 * 132))
+
+
+def test_latency_constants_are_what_the_fit_recovers(tmp_path: Path) -> None:
+    s = Synth()
+    s.launch("lonely", 1.0)
+    s.idle(20.0)
+    s.launch("again", 1.0)
+    s.launch("busy", 30.0)
+    s.launch("tail", 1.0)
+    out = _replay(_write(tmp_path, s))
+    assert out["kernel_gap_us"] == pytest.approx(GAP)
+    assert out["baseline_us"] == pytest.approx(s.span())
+    assert s.kernels[0]["ts"] == pytest.approx(1000.0 + LATENCY)
