@@ -170,8 +170,12 @@ class Sweep:
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
 
-    def run_preset(self, cfg: MoEConfig, tokens: list[int], traced: tuple[bool, set[int]]) -> None:
-        """All cases of one preset; its weights are freed at the end."""
+    def run_preset(self, cfg: MoEConfig, tokens: list[int], trace_pass: bool = False) -> None:
+        """Time all cases of one preset, or (``trace_pass``) trace its already timed ones; frees its weights.
+
+        Tracing runs after all timing because a profiler session can leave CUPTI hooks that slow later
+        kernel launches, which would bias eager timings measured after it.
+        """
         n_sets = _weight_sets(cfg, self.gpu, self.args.weight_sets)
         if n_sets < 1:
             size = cfg.weight_bytes() / 1e9
@@ -179,65 +183,78 @@ class Sweep:
             return
         layer = MoELayer(cfg, self.device)
         weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
-        gen = torch.Generator(device=self.device).manual_seed(7)
         for t in tokens:
+            gen = torch.Generator(device=self.device).manual_seed(7 + t)
             x = torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
             for strategy in self.args.strategies:
-                reason = cfg.applicable(strategy)
-                if reason:
+                if cfg.applicable(strategy):
                     continue
                 for mode in self.args.modes:
-                    label = f"{cfg.name} tokens={t} {strategy} {mode}"
                     if mode == "graph" and not self.gpu:
                         continue
+                    label = f"{cfg.name} tokens={t} {strategy} {mode}" + (" (trace)" if trace_pass else "")
                     if self.out_of_time():
                         self.skipped.append(f"{label}: --budget-s {self.args.budget_s} s ran out")
                         continue
-                    trace = traced[0] and t in traced[1]
-                    self._case(cfg, layer, weights, x, strategy, mode, trace)
+                    step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
+                    if trace_pass:
+                        self._trace_case(cfg, t, strategy, mode, step)
+                    else:
+                        self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
         del weights, layer
         gc.collect()
         if self.gpu:
             torch.cuda.empty_cache()
 
-    def _case(self, cfg: MoEConfig, layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor,
-              strategy: str, mode: str, trace: bool) -> None:
+    def _prepare(self, layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str,
+                 mode: str) -> tuple[Callable[[int], None], int]:
+        """The step to repeat (one eager layer call, or one replay of a graph of all weight sets)."""
         n_sets = len(weights)
         if mode == "eager":
             def step(i: int) -> None:
                 layer(x, weights[i % n_sets], strategy)
-            layers_per_step = 1
-        else:
+            return step, 1
+        for w in weights:
+            layer(x, w, strategy)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
             for w in weights:
                 layer(x, w, strategy)
-            torch.cuda.synchronize()
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                for w in weights:
-                    layer(x, w, strategy)
 
-            def step(i: int) -> None:
-                graph.replay()
-            layers_per_step = n_sets
+        def replay(i: int) -> None:
+            graph.replay()
+        return replay, n_sets
+
+    def _time_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
+                   step: Callable[[int], None], layers_per_step: int, n_sets: int) -> None:
         samples = self.timer.measure(step, layers_per_step)
-        record: dict[str, object] = {
-            "preset": cfg.name, "tokens": x.shape[0], "strategy": strategy, "mode": mode,
+        self.cases.append({
+            "preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
             **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
             "layers_per_replay": layers_per_step, "backend": layer.backend, "device": self.args.device,
             "timer": "cuda_events" if self.gpu else "perf_counter", "trace": None,
-        }
-        if trace and not self.out_of_time():
-            name = f"{cfg.name}_t{x.shape[0]}_{strategy}_{mode}.json.gz"
-            meta = {k: record[k] for k in ("preset", "tokens", "strategy", "mode", "median_us",
-                                           "weight_sets", "layers_per_replay", "backend")}
-            meta["note"] = ("eager: one layer call after a device sync; graph: one replay of "
-                            f"{layers_per_step} layer calls (one per weight set)")
-            kernels = _trace(lambda: step(0), self.out / "traces" / name, meta, self.gpu)
-            record["trace"] = f"traces/{name}"
-            self.kernels.append({k: record[k] for k in ("preset", "tokens", "strategy", "mode")}
-                                | {"trace": record["trace"], "layers": layers_per_step,
-                                   "solo": strategy != "multi_stream", "kernels": kernels})
-        self.cases.append(record)
+        })
+
+    def _trace_case(self, cfg: MoEConfig, tokens: int, strategy: str, mode: str,
+                    step: Callable[[int], None]) -> None:
+        key = (cfg.name, tokens, strategy, mode)
+        matches = (c for c in self.cases if (c["preset"], c["tokens"], c["strategy"], c["mode"]) == key)
+        record = next(matches, None)
+        if record is None:
+            return
+        for i in range(3):  # warm-up, as before timing
+            step(i)
+        name = f"{cfg.name}_t{tokens}_{strategy}_{mode}.json.gz"
+        meta = {k: record[k] for k in ("preset", "tokens", "strategy", "mode", "median_us", "weight_sets",
+                                       "layers_per_replay", "backend")}
+        meta["note"] = ("eager: one layer call after a device sync; graph: one replay of "
+                        f"{record['layers_per_replay']} layer calls (one per weight set)")
+        kernels = _trace(lambda: step(0), self.out / "traces" / name, meta, self.gpu)
+        record["trace"] = f"traces/{name}"
+        self.kernels.append({k: record[k] for k in ("preset", "tokens", "strategy", "mode", "trace")}
+                            | {"layers": record["layers_per_replay"], "solo": strategy != "multi_stream",
+                               "kernels": kernels})
 
     def write(self, env: dict[str, object]) -> None:
         _write_json(self.out / "cases.json", self.cases)
@@ -323,20 +340,30 @@ def run(args: argparse.Namespace) -> int:
     (out / "traces").mkdir(parents=True, exist_ok=True)
     sweep = Sweep(args, out)
     env: dict[str, object] = {"date": dt.datetime.now().isoformat(timespec="seconds"),
-                              "argv": sys.argv[1:], **platform_info(sweep.device)}
+                              "argv": sys.argv[1:], **platform_info(sweep.device),
+                              "timing": "CUDA events per replay (GPU) or perf_counter (CPU), warm-up first; "
+                                        "all cases timed before any profiler session; eager calls back to back",
+                              "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
     if sweep.gpu:
         env["nvidia_smi_before"] = _nvidia_smi()
         current_stream(safe=True)  # run on a dedicated stream, as vLLM does
     started = time.monotonic()
     try:
         for cfg in configs:
-            base = cfg.name.removesuffix("-tiny")
-            sweep.run_preset(cfg, args.tokens, (base in args.trace_presets, set(args.trace_tokens)))
+            sweep.run_preset(cfg, args.tokens)
             if sweep.gpu:
                 sweep.clocks.append({"after_preset": cfg.name} | _nvidia_smi())
-            print(f"[bench] {cfg.name}: done at {time.monotonic() - started:.1f} s, "
+            print(f"[bench] {cfg.name}: timed at {time.monotonic() - started:.1f} s, "
                   f"{len(sweep.cases)} cases so far", file=sys.stderr, flush=True)
             sweep.write(env)
+        for cfg in configs:
+            trace_tokens = [t for t in args.tokens if t in set(args.trace_tokens)]
+            timed = {c["preset"] for c in sweep.cases}
+            if cfg.name.removesuffix("-tiny") in args.trace_presets and trace_tokens and cfg.name in timed:
+                sweep.run_preset(cfg, trace_tokens, trace_pass=True)
+                print(f"[bench] {cfg.name}: traced at {time.monotonic() - started:.1f} s",
+                      file=sys.stderr, flush=True)
+                sweep.write(env)
     finally:
         if sweep.gpu:
             reset_current_stream()
