@@ -20,7 +20,7 @@ from tqdm import tqdm
 from simulator.errors import InputError
 from simulator.kineto.events import CpuOp, DeviceProps, Flow, GpuOp, HostCall, Range, SyncOp, Trace
 
-CHUNK = 1 << 20
+CHUNK = 1 << 16
 
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
              "memset": "memset", "concurrent kernel": "kernel"}
