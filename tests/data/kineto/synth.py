@@ -131,30 +131,35 @@ def write_large_trace(path: str, kernels: int, padding_per_kernel: int = 0) -> i
     """Stream a big eager trace to ``path`` without holding it: ``kernels`` launches (runtime call, kernel,
     two flow ends, an operator every 4th) plus ``padding_per_kernel`` python_function events each (dropped
     by the reader). Returns the file size in bytes."""
-    pad = ('{"ph":"X","cat":"python_function","name":"torch/nn/modules/module.py(1736): _call_impl",'
-           '"pid":1000,"tid":1001,"ts":%.3f,"dur":1.0,"args":{"Python parent id":%d,"Python id":%d}}')
+    def dump(ev: dict[str, Any]) -> str:
+        return json.dumps(ev, separators=(",", ":"))
+
     with open(path, "w") as out:
-        out.write('{"schemaVersion":1,"deviceProperties":[%s],"traceEvents":[' % json.dumps(H200))
+        out.write(f'{{"schemaVersion":1,"deviceProperties":[{dump(H200)}],"traceEvents":[')
         for i in range(kernels):
             ts = 1000.0 + 6.0 * i
             corr = 10 + i
-            if i:
-                out.write(",")
+            events = []
             if i % 4 == 0:
-                out.write('{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1000,"tid":1001,"ts":%.3f,'
-                          '"dur":5.5,"args":{"Input Dims":[[16,7168],[7168,2048]],'
-                          '"Input type":["c10::BFloat16","c10::BFloat16"]}},' % (ts - 0.2))
-            out.write('{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1000,"tid":1001,'
-                      '"ts":%.3f,"dur":5.0,"args":{"cbid":211,"correlation":%d}},' % (ts, corr))
-            out.write('{"ph":"X","cat":"kernel","name":"void gemv_kernel_%d<float>(float*)","pid":0,"tid":7,'
-                      '"ts":%.3f,"dur":4.0,"args":{"queued":0,"device":0,"context":1,"stream":7,'
-                      '"correlation":%d,"registers per thread":32,"shared memory":0,"blocks per SM":0.06,'
-                      '"warps per SM":0.24,"grid":[8,1,1],"block":[128,1,1],'
-                      '"est. achieved occupancy %%":1}},' % (i % 50, ts + 3.0, corr))
-            out.write('{"ph":"s","id":%d,"pid":1000,"tid":1001,"ts":%.3f,"cat":"ac2g","name":"ac2g"},'
-                      '{"ph":"f","id":%d,"pid":0,"tid":7,"ts":%.3f,"cat":"ac2g","name":"ac2g","bp":"e"}'
-                      % (corr, ts, corr, ts + 3.0))
-            for j in range(padding_per_kernel):
-                out.write("," + pad % (ts + 0.1 * j, i, j))
+                events.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": PID, "tid": TID,
+                               "ts": ts - 0.2, "dur": 5.5, "args": {"Input Dims": [[16, 7168], [7168, 2048]],
+                                                                     "Input type": ["c10::BFloat16"] * 2}})
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": TID,
+                           "ts": ts, "dur": 5.0, "args": {"cbid": 211, "correlation": corr}})
+            events.append({"ph": "X", "cat": "kernel", "name": f"void gemv_kernel_{i % 50}<float>(float*)",
+                           "pid": DEV, "tid": 7, "ts": ts + 3.0, "dur": 4.0,
+                           "args": {"queued": 0, "device": DEV, "context": 1, "stream": 7, "correlation": corr,
+                                    "registers per thread": 32, "shared memory": 0, "blocks per SM": 0.06,
+                                    "warps per SM": 0.24, "grid": [8, 1, 1], "block": [128, 1, 1],
+                                    "est. achieved occupancy %": 1}})
+            events.append({"ph": "s", "id": corr, "pid": PID, "tid": TID, "ts": ts, "cat": "ac2g",
+                           "name": "ac2g"})
+            events.append({"ph": "f", "id": corr, "pid": DEV, "tid": 7, "ts": ts + 3.0, "cat": "ac2g",
+                           "name": "ac2g", "bp": "e"})
+            events += [{"ph": "X", "cat": "python_function",
+                        "name": "torch/nn/modules/module.py(1736): _call_impl", "pid": PID, "tid": TID,
+                        "ts": ts + 0.1 * j, "dur": 1.0, "args": {"Python parent id": i, "Python id": j}}
+                       for j in range(padding_per_kernel)]
+            out.write(("," if i else "") + ",".join(map(dump, events)))
         out.write('],"traceName":"large synthetic","displayTimeUnit":"ms"}')
         return out.tell()
