@@ -1,0 +1,254 @@
+"""Build a calibrated profile from stored measurements (no GPU needed):
+
+- ceilings and host API costs from ``microbench.json`` (as measured, each with how it was measured);
+- per-family cost parameters fitted to the solo kernel times (``fit_kernels``);
+- the sharing form and its parameters fitted to the co-run pairs, two forms compared (``fit_sharing``);
+- with kernels_real's ``cases.json``: two layer-level scales (device time, eager host cost) fitted on the
+  calibration split only; the held-out presets and token counts are recorded for ``moesim validate``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibration.fit_kernels import elems_per_block_from_grids, fit_family, solo_points
+from calibration.fit_sharing import fit_sharing, pairs_from_corun
+from calibration.validate import (
+    DEFAULT_HOLDOUT_PRESETS,
+    DEFAULT_HOLDOUT_TOKENS,
+    load_cases,
+    predict_case,
+    resolve,
+    split_of,
+)
+from simulator.errors import InputError
+from simulator.profile import Profile, load_profile
+
+HOST_KEYS = ("launch_us", "record_us", "wait_us", "set_stream_us", "sync_us", "replay_us", "node_gap_us",
+             "kernel_gap_us")
+EAGER_HOST_KEYS = ("launch_us", "record_us", "wait_us", "set_stream_us")
+FP32_VECTOR_TFLOPS = {"H200": 67.0, "H100": 67.0, "B200": 80.0, "MI300X": 163.4}
+Progress = Callable[[str], None]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
+
+
+def _base_profile(gpu: str) -> Profile:
+    """The datasheet profile whose GPU matches (for figures nothing here measures), else the H200's."""
+    for name in ("h200-datasheet", "mi300x", "b200"):
+        p = load_profile(name)
+        if p.hardware.gpu.split()[-1].lower() in gpu.lower():
+            return p
+    return load_profile("h200-datasheet")
+
+
+def _rel(path: Path) -> str:
+    """``path`` relative to the repository holding the ``calibration`` package when inside it."""
+    repo = resolve(".").resolve()
+    try:
+        return str(path.resolve().relative_to(repo))
+    except ValueError:
+        return str(path.resolve())
+
+
+def _fig(value: float, source: str) -> dict[str, Any]:
+    return {"value": float(value), "source": source}
+
+
+def _host(mb: dict[str, Any], base: Profile, where: str) -> dict[str, Any]:
+    host = mb.get("host") or {}
+    how = host.get("how") or {}
+    out: dict[str, Any] = {}
+    for key in HOST_KEYS:
+        value = host.get(key)
+        if isinstance(value, int | float) and value >= 0:
+            out[key] = _fig(value, f"measured ({where}): {how.get(key, 'microbench host costs')}")
+        else:
+            fallback = getattr(base.host, key)
+            out[key] = _fig(fallback.value, f"NOT measured (microbench gave none); from {base.name}: "
+                                            f"{fallback.source}")
+    depth = host.get("queue_depth")
+    out["queue_depth"] = int(depth) if isinstance(depth, int) and depth > 0 else base.host.queue_depth
+    return out
+
+
+def _families(mb: dict[str, Any], base: Profile, sm_count: int, hbm: float, tensor: float, node_gap: float,
+              where: str, gpu: str) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    solo = mb.get("solo") or []
+    templates = dict(base.kernel_families)
+    for fam_name in ("elementwise", "topk", "sort", "reduction", "gather", "copy"):
+        epb = elems_per_block_from_grids(solo, fam_name)
+        if epb and fam_name in templates:
+            templates[fam_name] = templates[fam_name].model_copy(update={"elems_per_block": epb})
+    points = solo_points(solo, templates, sm_count, node_gap)
+    fams: dict[str, dict[str, Any]] = {}
+    report: dict[str, Any] = {}
+    for name, pts in sorted(points.items()):
+        if len(pts) < 2:
+            continue
+        tmpl = templates[name]
+        fit = fit_family(pts, hbm, tensor, tile_m=tmpl.tile_m)
+        kept = []
+        bw_eff, tc_eff = fit.bw_eff, fit.tc_eff
+        if not fit.memory_bound:
+            bw_eff = tmpl.bw_eff
+            kept.append("bw_eff")
+        if not fit.compute_bound and any(p.flops for p in pts):
+            tc_eff = tmpl.tc_eff
+            kept.append("tc_eff")
+        note = (f"; {' and '.join(kept)} not identifiable (no shape on that side of the roofline), kept from "
+                f"{base.name}" if kept else "")
+        fams[name] = tmpl.model_copy(update={
+            "latency_us": round(fit.latency_us, 4), "bw_eff": round(bw_eff, 4), "tc_eff": round(tc_eff, 4),
+            "fill_sat": fit.fill_sat,
+            "source": f"fitted to {len(pts)} solo shapes ({where}); residuals in fit.kernel_families{note}",
+        }).model_dump()
+        report[name] = {**fit.residuals, "memory_bound": fit.memory_bound, "compute_bound": fit.compute_bound}
+    if "gemm" in fams:
+        key = next((k for k in FP32_VECTOR_TFLOPS if k.lower() in gpu.lower()), None)
+        if key is not None:
+            ratio = FP32_VECTOR_TFLOPS[key] / base.ceilings.bf16_tflops.value
+            fams["gemm_fp32"] = {**fams["gemm"], "tc_eff": round(fams["gemm"]["tc_eff"] * ratio, 5),
+                                 "tile_n": base.family("gemm_fp32").tile_n,
+                                 "source": f"NOT measured: the fitted bf16 gemm family with tc_eff × {ratio:.4f} "
+                                           f"({key} fp32 vector / bf16 dense datasheet peaks)"}
+    for name, fam in base.kernel_families.items():
+        if name not in fams:
+            fams[name] = {**fam.model_dump(), "source": f"NOT measured; from {base.name}: {fam.source}"}
+    if "elementwise" in report:
+        fams["default"] = {**fams["elementwise"], "source": "the fitted elementwise family (fallback)"}
+    return fams, report
+
+
+def scaled(profile: Profile, device_scale: float = 1.0, host_scale: float = 1.0) -> Profile:
+    """The profile with every family's solo time × ``device_scale`` and eager per-op host costs ×
+    ``host_scale``."""
+    fams = {n: f.model_copy(update={"latency_us": f.latency_us * device_scale, "bw_eff": f.bw_eff / device_scale,
+                                    "tc_eff": f.tc_eff / device_scale})
+            for n, f in profile.kernel_families.items()}
+    host = profile.host.model_copy(update={k: getattr(profile.host, k).model_copy(
+        update={"value": getattr(profile.host, k).value * host_scale}) for k in EAGER_HOST_KEYS})
+    return profile.model_copy(update={"kernel_families": fams, "host": host})
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float, steps: int = 18) -> float:
+    """Minimiser of a unimodal ``f`` on [lo, hi] (log scale)."""
+    a, b = math.log(lo), math.log(hi)
+    g = (math.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(math.exp(c)), f(math.exp(d))
+    for _ in range(steps):
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(math.exp(c))
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(math.exp(d))
+    return math.exp((a + b) / 2)
+
+
+def _log_loss(profile: Profile, cases: Sequence[dict[str, Any]]) -> float:
+    errs = [math.log(predict_case(profile, c) / float(c["median_us"])) for c in cases]
+    return float(np.mean(np.square(errs))) if errs else 0.0
+
+
+def fit_layer_scales(profile: Profile, cases: Sequence[dict[str, Any]]) -> tuple[float, float]:
+    """(device_scale, host_scale) minimising the squared log error of the graph cases (device) and then
+    of the eager cases (host), on the cases given (the calibration split)."""
+    graph = [c for c in cases if c["mode"] == "graph"]
+    eager = [c for c in cases if c["mode"] == "eager"]
+    device = _golden(lambda s: _log_loss(scaled(profile, s, 1.0), graph), 0.5, 2.0) if graph else 1.0
+    host = _golden(lambda s: _log_loss(scaled(profile, device, s), eager), 0.25, 8.0) if eager else 1.0
+    return device, host
+
+
+def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = DEFAULT_HOLDOUT_PRESETS,
+                holdout_tokens: Sequence[int] = DEFAULT_HOLDOUT_TOKENS, progress: Progress | None = None) -> Profile:
+    """Fit a calibrated profile from a measurements folder holding ``microbench.json`` (and optionally
+    kernels_real's ``cases.json``, ``env.json``)."""
+    say = progress or (lambda _msg: None)
+    root = resolve(folder)
+    mb_path = root / "microbench.json"
+    mb = _read_json(mb_path)
+    if not isinstance(mb, dict) or not str(mb.get("schema", "")).startswith("moesim.microbench/"):
+        raise InputError(f"{mb_path}: not a moesim microbench document (schema moesim.microbench/N)")
+    env, ceil = mb.get("env") or {}, mb.get("ceilings") or {}
+    gpu = str(env.get("gpu") or "unknown GPU")
+    base = _base_profile(gpu)
+    where = f"microbench.json of {gpu}, {str(env.get('date', ''))[:10]}"
+    for key in ("copy_GBps", "bf16_tflops"):
+        if not isinstance(ceil.get(key), int | float) or ceil[key] <= 0:
+            raise InputError(f"{mb_path}: ceilings.{key} missing or not positive")
+    hbm, tensor = ceil["copy_GBps"] * 1e3, ceil["bf16_tflops"] * 1e6
+    sm_count = int(env.get("sm_count") or base.hardware.sm_count)
+    host = _host(mb, base, where)
+    say("fitting kernel families")
+    fams, fam_report = _families(mb, base, sm_count, hbm, tensor, host["node_gap_us"]["value"], where, gpu)
+    how = ceil.get("how", "microbench ceilings")
+    files = [_rel(mb_path)]
+    doc: dict[str, Any] = {
+        "name": name, "provenance": "calibrated", "date": str(env.get("date") or "")[:10] or "unknown",
+        "hardware": {"gpu": gpu, "vendor": "amd" if env.get("hip") else "nvidia", "sm_count": sm_count,
+                     "hbm_GB": round((env.get("total_memory_bytes") or base.hardware.hbm_GB * 1e9) / 1e9, 1),
+                     "l2_MB": round(env["l2_bytes"] / (1 << 20), 1) if env.get("l2_bytes") else base.hardware.l2_MB,
+                     "capability": env.get("capability"),
+                     "source": f"measured: torch.cuda.get_device_properties ({where})"},
+        "software": {k: env.get(k) for k in ("driver", "torch", "cuda", "hip")},
+        "ceilings": {"hbm_GBps": _fig(ceil["copy_GBps"], f"measured ({where}): {how}"),
+                     "bf16_tflops": _fig(ceil["bf16_tflops"], f"measured ({where}): {how}")},
+        "host": host, "kernel_families": fams,
+        "interference": {"form": "fluid", "params": {}, "source": "placeholder"},
+        "link": {**base.link.model_dump(), "topology": f"NOT measured (one GPU); from {base.name}"},
+        "measurements": files, "fit": {"kernel_families": fam_report},
+        "notes": f"fitted by calibration.fit from {_rel(root)}",
+    }
+    profile = Profile.model_validate(doc)
+    say("fitting the sharing model on co-run pairs")
+    pairs = pairs_from_corun(mb.get("corun") or [], profile)
+    if len(pairs) >= 2:
+        sharing = fit_sharing(pairs)
+        doc["interference"] = {"form": sharing["form"], "params": sharing["params"],
+                               "source": f"fitted to {len(pairs)} co-run pairs ({where}): {sharing['why']}"}
+        doc["fit"]["interference"] = sharing["comparison"]
+    else:
+        doc["interference"] = {"form": "fluid", "params": {},
+                               "source": "NOT fitted (fewer than two co-run pairs): ideal fluid sharing"}
+    profile = Profile.model_validate(doc)
+    cases_path = root / "cases.json"
+    if cases_path.exists():
+        say("fitting layer-level scales on the calibration split of cases.json")
+        cases = [c for c in load_cases(root) if c.get("device", "cuda") != "cpu"]
+        calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
+        device, host_scale = fit_layer_scales(profile, calib)
+        profile = scaled(profile, device, host_scale)
+        files.append(_rel(cases_path))
+        doc = json.loads(profile.model_dump_json())
+        doc["fit"]["layer"] = {
+            "device_scale": round(device, 4), "host_scale": round(host_scale, 4),
+            "calibration_cases": len(calib), "holdout_presets": list(holdout_presets),
+            "holdout_tokens": list(holdout_tokens),
+            "how": "kernel families' solo times × device_scale (fitted on graph-mode calibration cases) and eager "
+                   "per-op host costs × host_scale (fitted on eager calibration cases); the held-out presets and "
+                   "token counts never enter the fit"}
+        for fam in doc["kernel_families"].values():
+            fam["source"] += f"; × {device:.3f} layer-level device scale"
+        for key in EAGER_HOST_KEYS:
+            doc["host"][key]["source"] += f"; × {host_scale:.3f} layer-level host scale (torch ops cost more than add_)"
+        doc["measurements"] = files
+        profile = Profile.model_validate(doc)
+    return profile

@@ -1,0 +1,153 @@
+"""Fit how concurrent kernels share the device from co-run pairs, for two forms, and pick the better one.
+
+Each co-run pair becomes a two-stream program (both sides start together, as the microbenchmark's gate makes
+them); its kernels carry the cost model's demands with durations scaled so each side's solo span matches
+the measured one. A form's parameters are grid-searched to minimise the squared relative error of each
+side's span in the co-run; forms are compared on pairs held out of their fit (alternate pairs).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from calibration.fit_kernels import residual_stats, shape_share
+from calibration.microbench.accounting import cost as spec_cost
+from simulator.cost import KernelSpec, kernel_cost
+from simulator.engine import simulate
+from simulator.interference import SlowdownSharing
+from simulator.ir import HostCosts, Launch, Program, StreamSpec
+from simulator.profile import Profile
+from simulator.sharing import FluidSharing
+
+GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
+    "fluid": {"sm_capacity": (1.0, 1.25, 1.5, 2.0), "bw_capacity": (0.85, 0.95, 1.0, 1.1),
+              "overlap_penalty": (0.0, 0.05, 0.1, 0.2, 0.3)},
+    "slowdown": {"sm": (0.0, 0.1, 0.25, 0.5, 1.0), "bw": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
+                 "tc": (0.0, 0.25, 0.5, 1.0)},
+}
+
+
+def make_model(form: str, params: dict[str, float]) -> Any:
+    return FluidSharing(**params) if form == "fluid" else SlowdownSharing(**params)
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A measured co-run: each side's kernels (solo-scaled) and the measured spans."""
+
+    a: tuple[Launch, ...]
+    b: tuple[Launch, ...]
+    a_in_us: float
+    b_in_us: float
+    together_us: float
+    label: str
+
+    def program(self) -> Program:
+        return Program(streams={"s1": StreamSpec(), "s2": StreamSpec()}, host=HostCosts(),
+                       ops=self.a + self.b)
+
+
+def _side(side: dict[str, Any], stream: str, profile: Profile) -> tuple[Launch, ...]:
+    """The side's kernels with cost-model demands, durations scaled to the measured solo span."""
+    shape = side["shape"]
+    subs = shape["ops"] if shape["op"] == "chain" else [{"family": side["family"], **shape}]
+    launches = []
+    for sub in subs:
+        nbytes, flops = spec_cost(sub)
+        fam = profile.family(sub["family"])
+        sm, rows = shape_share(sub, fam, profile.hardware.sm_count)
+        c = kernel_cost(KernelSpec(sub.get("tag") or sub["op"], sub["family"], flops=flops, bytes=nbytes, sm=sm,
+                                   rows=rows), profile)
+        launches.append((sub, nbytes, c))
+    total = sum(c.dur_us for *_, c in launches) or 1.0
+    scale = side["solo_us"] / total
+    out = []
+    for sub, nbytes, c in launches:
+        dur = c.dur_us * scale
+        bw = min(1.0, nbytes / max(dur, 1e-9) / profile.hbm_bytes_per_us)
+        tc = min(1.0, c.tc / scale) if scale > 0 else c.tc
+        out.append(Launch(kernel=str(sub.get("tag") or sub["op"]), stream=stream, dur_us=dur, sm=c.sm, bw=bw,
+                          tc=tc, family=sub["family"]))
+    return tuple(out)
+
+
+def pairs_from_corun(records: Sequence[dict[str, Any]], profile: Profile) -> list[Pair]:
+    out = []
+    for r in records:
+        if not r.get("a_us_in_corun") or not r.get("b_us_in_corun"):
+            continue
+        label = f"{r['kind']}: {r['a']['shape'].get('tag')} x {r['b']['shape'].get('tag')}"
+        out.append(Pair(_side(r["a"], "s1", profile), _side(r["b"], "s2", profile), r["a_us_in_corun"],
+                        r["b_us_in_corun"], r["together_us"], label))
+    return out
+
+
+def predict(pair: Pair, model: Any) -> tuple[float, float, float]:
+    """(a span, b span, together) of the pair under a sharing model."""
+    res = simulate(pair.program(), model)
+    a = max(k.end_us for k in res.kernels if k.stream == "s1")
+    b = max(k.end_us for k in res.kernels if k.stream == "s2")
+    return a, b, max(a, b)
+
+
+def errors(pairs: Sequence[Pair], model: Any) -> np.ndarray:
+    """Relative errors of the two side spans of every pair (flattened)."""
+    out = []
+    for p in pairs:
+        a, b, _ = predict(p, model)
+        out += [a / p.a_in_us - 1.0, b / p.b_in_us - 1.0]
+    return np.array(out)
+
+
+def together_errors(pairs: Sequence[Pair], model: Any) -> np.ndarray:
+    return np.array([predict(p, model)[2] / p.together_us - 1.0 for p in pairs])
+
+
+def grid_fit(pairs: Sequence[Pair], form: str,
+             progress: Callable[[], None] | None = None) -> tuple[dict[str, float], float]:
+    """Parameters of ``form`` with the least mean squared relative side error on ``pairs``."""
+    grid = GRIDS[form]
+    names = list(grid)
+    best: tuple[dict[str, float], float] | None = None
+    for values in itertools.product(*(grid[n] for n in names)):
+        params = dict(zip(names, values, strict=True))
+        err = float(np.mean(errors(pairs, make_model(form, params)) ** 2))
+        if best is None or err < best[1] - 1e-12:
+            best = (params, err)
+        if progress:
+            progress()
+    assert best is not None
+    return best
+
+
+def fit_sharing(pairs: Sequence[Pair]) -> dict[str, Any]:
+    """Fit both forms; compare them on held-out pairs (fit on even, test on odd and vice versa); keep the
+    better one, refitted on all pairs. Returns the profile's ``interference`` section plus the comparison."""
+    if len(pairs) < 2:
+        raise ValueError("the sharing fit needs at least two co-run pairs")
+    halves = (pairs[0::2], pairs[1::2])
+    report: dict[str, Any] = {}
+    for form in GRIDS:
+        held = []
+        for train, test in (halves, halves[::-1]):
+            params, _ = grid_fit(train, form)
+            held.append(errors(test, make_model(form, params)))
+        params, _ = grid_fit(pairs, form)
+        model = make_model(form, params)
+        report[form] = {"params": params, "held_out_side_error": residual_stats(np.concatenate(held)),
+                        "in_sample_side_error": residual_stats(errors(pairs, model)),
+                        "in_sample_together_error": residual_stats(together_errors(pairs, model))}
+    default = FluidSharing()
+    report["fluid_unfitted"] = {"in_sample_side_error": residual_stats(errors(pairs, default))}
+    chosen = min(GRIDS, key=lambda f: (report[f]["held_out_side_error"]["median_abs"],
+                                       report[f]["held_out_side_error"]["p90_abs"]))
+    other = next(f for f in GRIDS if f != chosen)
+    why = (f"{chosen} kept: median |side-span error| on held-out co-run pairs "
+           f"{report[chosen]['held_out_side_error']['median_abs']:.1%} vs {other} "
+           f"{report[other]['held_out_side_error']['median_abs']:.1%} ({len(pairs)} pairs, alternate halves)")
+    return {"form": chosen, "params": report[chosen]["params"], "why": why, "comparison": report}

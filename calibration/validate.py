@@ -1,0 +1,236 @@
+"""Simulator vs kernels_real: predict every measured layer case with the workload builder and a profile,
+compare with ``cases.json``, summarise errors and overlap-gain signs, optionally plot them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.engine import simulate
+from simulator.errors import InputError
+from simulator.outputs import write_text_atomic
+from simulator.profile import Profile
+from simulator.workloads.moe_layer import moe_layer_program
+from simulator.workloads.presets import get_preset
+
+EAGER_ITERATIONS = 4
+GRAPH_REPLAYS = 3
+TARGETS = {"graph": {"median_abs_error": 0.03, "p90_abs_error": 0.06, "gain_threshold": 0.02},
+           "eager": {"median_abs_error": 0.05, "gain_threshold": 0.05}}
+DEFAULT_HOLDOUT_PRESETS = ("deepseek_v2_lite",)
+DEFAULT_HOLDOUT_TOKENS = (2, 32, 512)
+
+
+def resolve(path: str | Path) -> Path:
+    """A measurements path as given, or relative to the repository holding the ``calibration`` package."""
+    p = Path(path)
+    if p.exists() or p.is_absolute():
+        return p
+    return Path(str(resources.files("calibration"))).parent / p
+
+
+def load_cases(folder: str | Path) -> list[dict[str, Any]]:
+    """kernels_real's ``cases.json`` from a measurements folder (one-line errors)."""
+    path = resolve(folder) / "cases.json"
+    try:
+        cases = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (a kernels_real.bench output folder holds cases.json)") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise InputError(f"{path}: expected a list of case records")
+    keys = ("preset", "tokens", "strategy", "mode", "median_us")
+    for i, c in enumerate(cases):
+        missing = [k for k in keys if k not in c]
+        if missing:
+            raise InputError(f"{path}: case [{i}] lacks {', '.join(missing)}")
+    return cases
+
+
+def _steady_period(ends: Sequence[float]) -> float:
+    """Per-iteration time once the pipeline is full: the mean spacing of the iterations' last ends."""
+    return (ends[-1] - ends[0]) / (len(ends) - 1)
+
+
+def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None) -> float:
+    """Simulated µs per layer for one case, timed as kernels_real.bench times it: eager layer calls back to
+    back (event-timed, so host-bound layers show their host time), or replays of a graph of
+    ``layers_per_replay`` layer calls, per layer."""
+    dims = get_preset(str(case["preset"]))
+    tokens, strategy, mode = int(case["tokens"]), str(case["strategy"]), str(case["mode"])
+    sharing = sharing if sharing is not None else profile.sharing_model()
+    if mode == "graph":
+        layers = int(case.get("layers_per_replay") or 1)
+        prog = moe_layer_program(dims, tokens, strategy, profile, mode="graph", iterations=GRAPH_REPLAYS,
+                                 layers_per_graph=layers)
+        res = simulate(prog, sharing)
+        ends: dict[int, float] = {}
+        for k in res.kernels:
+            ends[k.replay or 0] = max(ends.get(k.replay or 0, 0.0), k.end_us)
+        return _steady_period([ends[r] for r in sorted(ends)]) / layers
+    prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=EAGER_ITERATIONS)
+    res = simulate(prog, sharing)
+    per_iter = len(list(prog.kernels())) // EAGER_ITERATIONS
+    order = sorted(res.kernels, key=lambda k: k.index)
+    ends_list = [max(k.end_us for k in order[i * per_iter:(i + 1) * per_iter]) for i in range(EAGER_ITERATIONS)]
+    return _steady_period(ends_list)
+
+
+def split_of(case: dict[str, Any], holdout_presets: Iterable[str], holdout_tokens: Iterable[int]) -> str:
+    """``validation`` for a held-out preset or token count, else ``calibration``."""
+    held = {get_preset(p).name for p in holdout_presets}
+    if get_preset(str(case["preset"])).name in held or int(case["tokens"]) in set(holdout_tokens):
+        return "validation"
+    return "calibration"
+
+
+def _stats(errors: Sequence[float]) -> dict[str, float | int | None]:
+    if not errors:
+        return {"n": 0, "median_abs_error": None, "p90_abs_error": None}
+    a = np.abs(np.asarray(errors))
+    return {"n": len(errors), "median_abs_error": round(float(np.median(a)), 5),
+            "p90_abs_error": round(float(np.percentile(a, 90)), 5)}
+
+
+def gain_signs(rows: Sequence[dict[str, Any]], strategy: str = "multi_stream") -> list[dict[str, Any]]:
+    """Measured vs predicted gain of ``strategy`` over sequential for each (preset, tokens, mode)."""
+    idx = {(r["preset"], r["tokens"], r["strategy"], r["mode"]): r for r in rows}
+    out = []
+    for (preset, tokens, strat, mode), r in idx.items():
+        seq = idx.get((preset, tokens, "sequential", mode))
+        if strat != strategy or seq is None:
+            continue
+        measured = 1.0 - r["measured_us"] / seq["measured_us"]
+        predicted = 1.0 - r["predicted_us"] / seq["predicted_us"]
+        out.append({"preset": preset, "tokens": tokens, "mode": mode, "strategy": strategy,
+                    "measured_gain": round(measured, 5), "predicted_gain": round(predicted, 5),
+                    "agree": (measured > 0) == (predicted > 0), "split": r["split"]})
+    return out
+
+
+def _sign_agreement(gains: Sequence[dict[str, Any]], threshold: float) -> dict[str, Any]:
+    counted = [g for g in gains if abs(g["measured_gain"]) > threshold]
+    wrong = [g for g in counted if not g["agree"]]
+    return {"threshold": threshold, "counted": len(counted), "agree": len(counted) - len(wrong),
+            "fraction": round((len(counted) - len(wrong)) / len(counted), 4) if counted else None,
+            "wrong": [{k: g[k] for k in ("preset", "tokens", "mode", "measured_gain", "predicted_gain")}
+                      for g in wrong]}
+
+
+def evaluate(profile: Profile, cases: Sequence[dict[str, Any]], holdout_presets: Iterable[str] = (),
+             holdout_tokens: Iterable[int] = (), progress: Any = None) -> dict[str, Any]:
+    """The validation report: per-case errors, metrics on the held-out cases (all cases when nothing is
+    held out), per mode, sign agreement of the multi_stream gain, and the targets met or missed."""
+    holdout_presets, holdout_tokens = list(holdout_presets), list(holdout_tokens)
+    any_holdout = bool(holdout_presets or holdout_tokens)
+    sharing = profile.sharing_model()
+    rows = []
+    for case in cases:
+        pred = predict_case(profile, case, sharing)
+        meas = float(case["median_us"])
+        split = split_of(case, holdout_presets, holdout_tokens) if any_holdout else "validation"
+        rows.append({"preset": get_preset(str(case["preset"])).name, "tokens": int(case["tokens"]),
+                     "strategy": case["strategy"], "mode": case["mode"], "measured_us": round(meas, 3),
+                     "predicted_us": round(pred, 3), "error": round(pred / meas - 1.0, 5), "split": split})
+        if progress:
+            progress()
+    gains = gain_signs(rows)
+    report: dict[str, Any] = {"profile": profile.describe(), "cases": rows,
+                              "holdout": {"presets": holdout_presets, "tokens": holdout_tokens}}
+    held = [r for r in rows if r["split"] == "validation"]
+    report.update(_stats([r["error"] for r in held]))
+    report["per_mode"] = {}
+    for mode, target in TARGETS.items():
+        errs = [r["error"] for r in held if r["mode"] == mode]
+        signs = _sign_agreement([g for g in gains if g["mode"] == mode and g["split"] == "validation"],
+                                target["gain_threshold"])
+        entry: dict[str, Any] = {**_stats(errs), "sign_agreement": signs,
+                                 "calibration_split": _stats([r["error"] for r in rows
+                                                              if r["mode"] == mode and r["split"] == "calibration"])}
+        entry["targets"] = _targets(entry, target)
+        report["per_mode"][mode] = entry
+    counted = [g for g in gains if g["split"] == "validation"
+               and abs(g["measured_gain"]) > TARGETS[g["mode"]]["gain_threshold"]]
+    report["sign_agreement"] = (round(sum(g["agree"] for g in counted) / len(counted), 4) if counted else None)
+    report["gains"] = gains
+    return report
+
+
+def _targets(entry: dict[str, Any], target: dict[str, float]) -> dict[str, Any]:
+    """Each target with the achieved figure and whether it is met (missing data: not met)."""
+    out: dict[str, Any] = {}
+    for key in ("median_abs_error", "p90_abs_error"):
+        if key in target:
+            got = entry.get(key)
+            out[key] = {"target": target[key], "got": got, "met": got is not None and got <= target[key]}
+    signs = entry["sign_agreement"]
+    out["sign_agreement"] = {"target": 1.0, "got": signs["fraction"],
+                             "met": signs["counted"] > 0 and signs["fraction"] == 1.0}
+    return out
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """A short human summary of a report."""
+    lines = [f"profile: {report['profile']}",
+             f"{len(report['cases'])} cases; held out: presets {report['holdout']['presets'] or '-'}, "
+             f"tokens {report['holdout']['tokens'] or '-'}"]
+    for mode, e in report["per_mode"].items():
+        if not e["n"]:
+            lines.append(f"{mode}: no held-out cases")
+            continue
+        s = e["sign_agreement"]
+        marks = ", ".join(f"{k} {'met' if v['met'] else 'MISSED'} ({_pct(v['got'])} vs {_pct(v['target'])})"
+                          for k, v in e["targets"].items())
+        lines.append(f"{mode}: {e['n']} held-out cases, median |error| {_pct(e['median_abs_error'])}, "
+                     f"p90 {_pct(e['p90_abs_error'])}; multi_stream gain sign right in {s['agree']}/{s['counted']} "
+                     f"with |gain| > {s['threshold']:.0%}; targets: {marks}")
+    return lines
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def write_html(report: dict[str, Any], path: Path) -> None:
+    """Predicted-vs-measured scatter (y = x, ±3% band) and per-preset error bars, one HTML file (atomic)."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    rows = report["cases"]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("predicted vs measured (µs per layer)",
+                                                        "median |error| per preset and mode (held out)"))
+    for mode, symbol in (("graph", "circle"), ("eager", "diamond")):
+        for split in ("calibration", "validation"):
+            sel = [r for r in rows if r["mode"] == mode and r["split"] == split]
+            if not sel:
+                continue
+            fig.add_trace(go.Scatter(
+                x=[r["measured_us"] for r in sel], y=[r["predicted_us"] for r in sel], mode="markers",
+                name=f"{mode} ({split})", marker={"symbol": symbol, "opacity": 1.0 if split == "validation" else 0.4},
+                text=[f"{r['preset']} T={r['tokens']} {r['strategy']}: {r['error']:+.1%}" for r in sel]),
+                row=1, col=1)
+    if rows:
+        lo = min(min(r["measured_us"], r["predicted_us"]) for r in rows)
+        hi = max(max(r["measured_us"], r["predicted_us"]) for r in rows)
+        for factor, dash, label in ((1.0, "solid", "y = x"), (1.03, "dot", "+3%"), (0.97, "dot", "-3%")):
+            fig.add_trace(go.Scatter(x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", name=label,
+                                     line={"dash": dash, "color": "grey"}), row=1, col=1)
+    presets = sorted({r["preset"] for r in rows})
+    for mode in ("graph", "eager"):
+        meds = []
+        for p in presets:
+            errs = [abs(r["error"]) for r in rows if r["preset"] == p and r["mode"] == mode
+                    and r["split"] == "validation"]
+            meds.append(float(np.median(errs)) * 100 if errs else None)
+        fig.add_trace(go.Bar(x=presets, y=meds, name=f"{mode} median |error| %"), row=1, col=2)
+    fig.update_xaxes(type="log", title_text="measured µs", row=1, col=1)
+    fig.update_yaxes(type="log", title_text="predicted µs", row=1, col=1)
+    fig.update_yaxes(title_text="%", row=1, col=2)
+    fig.update_layout(title=f"moesim validate — {report['profile']}", height=600)
+    write_text_atomic(path, fig.to_html(include_plotlyjs="cdn"))

@@ -1,0 +1,92 @@
+"""``moesim calibrate --out calibration/profiles/NAME.json [--from-measurements DIR]``: measure (GPU) and fit a
+profile, or refit one from stored raw measurements without a GPU."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+from simulator.errors import InputError
+from simulator.outputs import dumps, write_text_atomic
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "calibrate", help="measure this GPU and fit a profile (or refit from stored measurements)",
+        description="Run the GPU microbenchmarks (python -m calibration.microbench; needs a CUDA/ROCm GPU) into a "
+                    "measurements folder, then fit a calibrated profile: ceilings, host API costs, per-family "
+                    "kernel cost parameters, the sharing model (two forms compared on co-run pairs) and, when the "
+                    "folder holds kernels_real's cases.json, layer-level scales fitted on a calibration split. "
+                    "--from-measurements refits from a stored folder without a GPU.")
+    p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. calibration/profiles/h200.json")
+    p.add_argument("--from-measurements", metavar="DIR", type=Path,
+                   help="fit from this folder (microbench.json, optionally cases.json) instead of measuring")
+    p.add_argument("--raw", metavar="DIR", type=Path,
+                   help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
+    p.add_argument("--name", help="profile name (default: the --out file's stem)")
+    p.add_argument("--quick", action="store_true", help="microbenchmarks: a small smoke subset")
+    p.add_argument("--budget-s", type=float, default=240.0, help="microbenchmarks: wall-clock budget (s)")
+    p.add_argument("--holdout-presets", nargs="*", help="presets kept out of the layer-level fit "
+                                                        "(default deepseek_v2_lite)")
+    p.add_argument("--holdout-tokens", nargs="*", type=int, help="token counts kept out (default 2 32 512)")
+    p.add_argument("--json", action="store_true", help="print the fitted profile as JSON")
+    p.set_defaults(handler=run)
+
+
+def _measure(raw: Path, quick: bool, budget_s: float) -> None:
+    from calibration.microbench.__main__ import gpu_or_reason
+
+    torch, why = gpu_or_reason()
+    if torch is None:
+        raise InputError(f"calibrate needs a CUDA/ROCm GPU ({why}); use --from-measurements DIR to refit")
+    cmd = [sys.executable, "-m", "calibration.microbench", "--out", str(raw), "--budget-s", str(budget_s)]
+    if quick:
+        cmd.append("--quick")
+    done = subprocess.run(cmd, check=False)
+    if done.returncode != 0:
+        raise InputError(f"the microbenchmarks failed (exit {done.returncode}): {' '.join(cmd)}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from calibration.fit import fit_profile
+    from calibration.validate import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS
+    from simulator.workloads.presets import get_preset
+
+    out: Path = args.out
+    if out.suffix != ".json":
+        raise InputError(f"--out {out}: a profile is a .json file")
+    if not out.parent.exists():
+        raise InputError(f"--out {out}: folder {out.parent} does not exist")
+    name = args.name or out.stem
+    presets = DEFAULT_HOLDOUT_PRESETS if args.holdout_presets is None else tuple(args.holdout_presets)
+    for p in presets:
+        get_preset(p)
+    tokens = DEFAULT_HOLDOUT_TOKENS if args.holdout_tokens is None else tuple(args.holdout_tokens)
+    folder = args.from_measurements
+    if folder is None:
+        folder = args.raw or Path("calibration/measurements") / name / dt.date.today().isoformat()
+        _measure(folder, args.quick, args.budget_s)
+    elif not folder.is_dir():
+        raise InputError(f"--from-measurements {folder}: no such folder")
+    profile = fit_profile(folder, name, presets, tokens,
+                          progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True))
+    text = profile.model_dump_json(indent=2, exclude_none=True) + "\n"
+    write_text_atomic(out, text)
+    if args.json:
+        print(dumps(profile.model_dump(exclude_none=True)))
+        return 0
+    print(f"wrote {out}: {profile.describe()}")
+    print(f"  ceilings: HBM {profile.ceilings.hbm_GBps.value:.0f} GB/s, bf16 {profile.ceilings.bf16_tflops.value:.0f} "
+          f"TFLOP/s (measured)")
+    for fam, res in profile.fit.get("kernel_families", {}).items():
+        print(f"  {fam}: {res.get('n')} shapes, median |residual| {res.get('median_abs', 0):.1%}, "
+              f"p90 {res.get('p90_abs', 0):.1%}")
+    print(f"  sharing: {profile.interference.form} {profile.interference.params} — {profile.interference.source}")
+    layer = profile.fit.get("layer")
+    if layer:
+        print(f"  layer scales: device × {layer['device_scale']}, eager host × {layer['host_scale']} "
+              f"({layer['calibration_cases']} calibration cases)")
+    return 0

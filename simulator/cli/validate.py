@@ -1,0 +1,65 @@
+"""``moesim validate [--profile P] [--json] [--html F]``: the simulator against kernels_real's measurements."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from simulator.errors import InputError
+from simulator.outputs import dumps
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "validate", help="compare simulated MoE layer times with measured ones",
+        description="Simulate every measured kernels_real case (preset × tokens × strategy × mode) with the MoE "
+                    "workload builder and a profile, and compare with cases.json: relative errors on the cases "
+                    "held out of the profile's fit, per mode, and whether the sign of the multi_stream gain is "
+                    "right. Targets: graph median |error| ≤ 3%, p90 ≤ 6%, sign right where |gain| > 2%; eager "
+                    "median ≤ 5%, sign right where |gain| > 5%.")
+    p.add_argument("--profile", default="h200", help="profile name or path (default h200)")
+    p.add_argument("--measurements", metavar="DIR", type=Path,
+                   help="folder with cases.json (default: the one the profile was fitted from)")
+    p.add_argument("--holdout-presets", nargs="*", help="override the held-out presets recorded in the profile")
+    p.add_argument("--holdout-tokens", nargs="*", type=int, help="override the held-out token counts")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--html", type=Path, help="write a predicted-vs-measured plot (plotly) to this file")
+    p.add_argument("--strict", action="store_true", help="exit code 1 when a target is missed")
+    p.set_defaults(handler=run)
+
+
+def _folder(profile, given: Path | None) -> Path:
+    if given is not None:
+        return given
+    for m in profile.measurements:
+        if m.endswith("cases.json"):
+            return Path(m).parent
+    raise InputError(f"profile {profile.name} records no cases.json; pass --measurements DIR")
+
+
+def run(args: argparse.Namespace) -> int:
+    from calibration.validate import evaluate, load_cases, summary_lines, write_html
+    from simulator.profile import load_profile
+
+    profile = load_profile(args.profile)
+    cases = [c for c in load_cases(_folder(profile, args.measurements)) if c.get("device", "cuda") != "cpu"]
+    if not cases:
+        raise InputError("no GPU cases to validate against")
+    layer = profile.fit.get("layer") or {}
+    presets = args.holdout_presets if args.holdout_presets is not None else layer.get("holdout_presets", [])
+    tokens = args.holdout_tokens if args.holdout_tokens is not None else layer.get("holdout_tokens", [])
+    from tqdm import tqdm
+
+    with tqdm(total=len(cases), desc="validate", file=sys.stderr, disable=args.json or None) as bar:
+        report = evaluate(profile, cases, presets, tokens, progress=bar.update)
+    if args.html:
+        write_html(report, args.html)
+    if args.json:
+        print(dumps(report))
+    else:
+        print("\n".join(summary_lines(report)))
+        if args.html:
+            print(f"wrote {args.html}")
+    missed = [k for e in report["per_mode"].values() if e["n"] for k, v in e["targets"].items() if not v["met"]]
+    return 1 if args.strict and missed else 0
