@@ -67,6 +67,8 @@ def _trace():
                                                                           "block": [32, 1, 1]}},
         {"cat": "kernel", "name": "k_c", "ts": 215.0, "dur": 1.0, "args": {"correlation": 3}},
         {"cat": "kernel", "name": "k_other", "ts": 315.0, "dur": 1.0, "args": {"correlation": 4}},
+        _rt("cuda_runtime", 230.0, 5),
+        {"cat": "gpu_memcpy", "name": "Memcpy DtoD", "ts": 240.0, "dur": 4.0, "args": {"correlation": 5}},
     ]
     return {"traceEvents": ev}
 
@@ -75,11 +77,13 @@ def test_kernels_are_attributed_to_the_label_that_issued_them():
     ks = traces.kernels_by_label(_trace(), "mb_solo:")
     assert set(ks) == {"mb_solo:0", "mb_solo:1"}
     assert [k["name"] for k in ks["mb_solo:0"]] == ["k_a", "k_b"]  # ordered by start
-    assert [k["name"] for k in ks["mb_solo:1"]] == ["k_c"]
+    assert [k["name"] for k in ks["mb_solo:1"]] == ["k_c", "Memcpy DtoD"]
     facts = traces.summarize_kernels(ks["mb_solo:0"])
     assert facts == {"kernels": 2, "kernel_names": ["k_a", "k_b"], "kernel_us": 11.0, "grid": [4, 1, 1],
                      "block": [128, 1, 1]}
     assert traces.summarize_kernels([]) == {"kernels": 0}
+    long = traces.summarize_kernels([{"name": "x" * 500, "dur": 1.0, "grid": None, "block": None}])
+    assert len(long["kernel_names"][0]) == traces.NAME_CHARS
 
 
 def test_runtime_calls_on_another_thread_id_still_match():

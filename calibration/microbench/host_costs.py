@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -75,6 +76,8 @@ def _queue_depth(torch: Any, t: Any, limit: int = 4096) -> int | None:
 
 def _profiled_gaps(torch: Any, t: Any, graph: Any) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity, profile, record_function
+
+    warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         torch.cuda._sleep(BUSY_CYCLES)

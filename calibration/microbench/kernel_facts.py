@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from typing import Any
 
 from calibration.microbench.ops import build, weight_key
@@ -19,6 +20,8 @@ HOW = ("one eager call per solo shape (after one warm-up call) inside torch.prof
 def run(torch: Any, records: list[dict[str, Any]], dev: Any, budget: Any, notes: list[str]) -> None:
     """Add ``kernels``, ``kernel_names``, ``kernel_us``, ``grid``, ``block`` to solo ``records`` in place."""
     from torch.profiler import ProfilerActivity, profile, record_function
+
+    warnings.filterwarnings("ignore", message=".*Profiler clears events.*")
 
     specs = [{"family": r["family"], **r["shape"]} for r in records]
     cache: dict[Any, Any] = {}

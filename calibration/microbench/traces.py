@@ -7,7 +7,8 @@ from bisect import bisect_right
 from typing import Any
 
 RUNTIME_CATS = ("cuda_runtime", "cuda_driver", "hip_runtime")
-KERNEL_CATS = ("kernel",)
+KERNEL_CATS = ("kernel", "gpu_memcpy", "gpu_memset")  # copy_ of a contiguous tensor is a memcpy
+NAME_CHARS = 120
 
 
 def _range_index(annotations: list[dict[str, Any]]) -> tuple[list[float], list[dict[str, Any]]]:
@@ -56,9 +57,10 @@ def kernels_by_label(trace: dict[str, Any], prefix: str) -> dict[str, list[dict[
 
 
 def summarize_kernels(kernels: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-call kernel facts for a solo record: count, names, Σ durations, and grid/block of the longest."""
+    """Per-call kernel facts for a solo record: count, names (cut to NAME_CHARS), Σ durations, and grid/block
+    of the longest (None for memcpy/memset)."""
     if not kernels:
         return {"kernels": 0}
     longest = max(kernels, key=lambda k: k["dur"])
-    return {"kernels": len(kernels), "kernel_names": [k["name"] for k in kernels],
+    return {"kernels": len(kernels), "kernel_names": [str(k["name"])[:NAME_CHARS] for k in kernels],
             "kernel_us": sum(k["dur"] for k in kernels), "grid": longest["grid"], "block": longest["block"]}
