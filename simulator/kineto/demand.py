@@ -127,29 +127,31 @@ def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
     return nbytes, flops
 
 
-def kernel_demand(op: GpuOp, cpu: CpuOp | None, kernels_of_cpu: int, dev: DeviceProps | None,
+def kernel_demand(op: GpuOp, cpu: CpuOp | None, cpu_busy_us: float, dev: DeviceProps | None,
                   profile: Profile) -> Demand:
-    """The (sm, bw, tc) fractions the engine shares; shapes count only when one operator made one kernel."""
+    """The (sm, bw, tc) fractions the engine shares. The bytes/flops of the launching operator's shapes are
+    spread over the GPU time of all kernels it launched (``cpu_busy_us``); a rate above the ceiling means the
+    shapes overstate what is touched (e.g. a grouped GEMM reading a few experts of a stacked weight), and
+    the family default stands instead."""
     sm_count = (dev.num_sms if dev and dev.num_sms else profile.hardware.sm_count)
     family = op_family(op, cpu)
     sm = sm_fraction(op, dev, sm_count)
-    nbytes = float(op.nbytes) if op.nbytes is not None else None
-    flops = None
-    if cpu is not None and kernels_of_cpu == 1 and op.kind == "kernel":
-        nbytes, flops = shape_cost(cpu)
     fam = profile.kernel_families.get(family) or profile.kernel_families.get("default")
     gemm = family in ("gemm", "grouped_gemm")
-    dur = max(op.dur, 1e-3)
-    if nbytes is not None:
-        bw = nbytes / dur / profile.hbm_bytes_per_us
-    elif op.kind != "kernel":
-        bw = 1.0
-    else:  # no shapes: a kernel runs at its family's efficiency on the resource that family is bound by
+    bw = tc = None
+    nbytes = flops = None
+    if op.kind != "kernel":
+        bw = min(1.0, op.nbytes / max(op.dur, 1e-3) / profile.hbm_bytes_per_us) if op.nbytes else 1.0
+    elif cpu is not None and cpu_busy_us > 0:
+        nbytes, flops = shape_cost(cpu)
+        bw = nbytes / cpu_busy_us / profile.hbm_bytes_per_us if nbytes is not None else None
+        tc = flops / cpu_busy_us / profile.tensor_flops_per_us if flops is not None else None
+        if (bw is not None and bw > 1.0) or (tc is not None and tc > 1.0):
+            bw = tc = None
+    if bw is None:  # no usable shapes: run at the family's efficiency on the resource it is bound by
         bw = 0.0 if gemm or fam is None else fam.bw_eff
-    if flops is not None:
-        tc = flops / dur / profile.tensor_flops_per_us
-    else:
-        tc = fam.tc_eff if gemm and nbytes is None and fam is not None else 0.0
+    if tc is None:
+        tc = fam.tc_eff if gemm and fam is not None and nbytes is None else 0.0
     if sm is None:
         sm = 1.0 if op.kind == "kernel" else 0.0
     return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops)

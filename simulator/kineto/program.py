@@ -247,12 +247,15 @@ def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]
 
 
 def _attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile) -> None:
-    per_cpu = Counter(id(item.cpu) for item in items if item.kind == "launch" and item.cpu is not None)
+    busy: dict[int, float] = defaultdict(float)
+    for item in items:
+        if item.gpu is not None and item.cpu is not None:
+            busy[id(item.cpu)] += item.gpu.dur
     dev = trace.devices.get(device)
     for item in items:
         if item.gpu is not None:
-            count = per_cpu[id(item.cpu)] if item.cpu is not None else 0
-            item.demand = kernel_demand(item.gpu, item.cpu, count, dev, profile)
+            cpu_busy = busy[id(item.cpu)] if item.cpu is not None else 0.0
+            item.demand = kernel_demand(item.gpu, item.cpu, cpu_busy, dev, profile)
 
 
 def stream_name(stream: int | str | None) -> str:
