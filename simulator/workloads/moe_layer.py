@@ -169,7 +169,8 @@ class _Emitter:
         mask = self.ew("zeros_like", t * g, F32, [], [self.buf("group_mask")])
         self.op("scatter", "gather", F32 * t * d.topk_group + I64 * t * d.topk_group, [gids, mask], [mask],
                 elements=t * d.topk_group)
-        emask = self.ew("expand_copy", t * e, F32, [mask], [self.buf("expert_mask")])
+        # the expanded [T, G, E/G] mask reshaped to [T, E] is a copy, except with one group (a view then)
+        emask = self.ew("expand_copy", t * e, F32, [mask], [self.buf("expert_mask")]) if g > 1 else mask
         eq = self.ew("eq", t * e, F32 + 1, [emask], [self.buf("mask_eq")])
         masked = self.ew("masked_fill", t * e, 2 * F32 + 1, [choice, eq], [self.buf("masked")])
         self.topk("topk", t, e, d.top_k, masked, [self.buf("masked_top"), ids])
