@@ -8,11 +8,12 @@ the single-key form back. The field names are a contract shared with outside too
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-import yaml
+import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulator.errors import InputError, describe_validation_error
@@ -195,10 +196,145 @@ class Program(_Strict):
         return (op for op in self.ops if isinstance(op, Launch))
 
 
+class _Slow(Exception):
+    """The fast path cannot vouch for this input: let the pydantic model decide (and word the error)."""
+
+
+def _converter(field: Any) -> Callable[[Any], Any] | None:
+    """A check-and-convert function accepting a subset of what pydantic accepts for ``field``, converting
+    it exactly as pydantic would; None for fields the fast path does not handle."""
+    lo = hi = None
+    min_len = 0
+    for meta in field.metadata:
+        if isinstance(meta, annotated_types.Ge):
+            lo = meta.ge
+        elif isinstance(meta, annotated_types.Le):
+            hi = meta.le
+        elif isinstance(meta, annotated_types.MinLen):
+            min_len = meta.min_length
+        else:
+            return None
+    ann = field.annotation
+    optional = ann is not str and ann is not float and type(None) in get_args(ann)
+    base = next((a for a in get_args(ann) if a is not type(None)), None) if optional else ann
+
+    if base is float:
+        low, high = (-math.inf if lo is None else lo), (math.inf if hi is None else hi)
+
+        def number(v: Any) -> Any:
+            t = type(v)
+            if t is float or t is int:
+                v = float(v)
+                if low <= v <= high:
+                    return v
+            elif v is None and optional:
+                return None
+            raise _Slow
+
+        return number
+    if base is str and not (optional and min_len):
+
+        def text(v: Any) -> Any:
+            if type(v) is str and len(v) >= min_len:
+                return v
+            if v is None and optional:
+                return None
+            raise _Slow
+
+        return text
+    if ann == tuple[str, ...] and not min_len:
+
+        def texts(v: Any) -> tuple[str, ...]:
+            if type(v) is list or type(v) is tuple:
+                for x in v:
+                    if type(x) is not str:
+                        raise _Slow
+                return tuple(v)
+            raise _Slow
+
+        return texts
+    return None
+
+
+def _op_table() -> dict[str, tuple[type[BaseModel], dict[str, Callable[[Any], Any]], dict[str, Any], tuple[str, ...]]]:
+    """Per op name: its model, a converter per field, the defaults in field order (None where required) and
+    the required fields. Ops with a field the fast path does not handle are left to pydantic."""
+    table = {}
+    for model in get_args(get_args(Op)[0]):
+        fields = dict(model.model_fields)
+        name = fields["op"].default
+        defaults = {key: name if key == "op" else None if f.is_required() else f.default for key, f in fields.items()}
+        del fields["op"]
+        converters = {key: _converter(field) for key, field in fields.items()}
+        if all(converters.values()):
+            required = tuple(key for key, f in fields.items() if f.is_required())
+            table[name] = (model, converters, defaults, required)
+    return table
+
+
+_OPS = _op_table()
+_new_object_attr = object.__setattr__
+
+
+def _fast_op(raw: Any) -> BaseModel:
+    """Build one op model from its single-key form without pydantic validation; raise ``_Slow`` when unsure."""
+    if type(raw) is not dict or len(raw) != 1:
+        raise _Slow
+    (name, body), = raw.items()
+    spec = _OPS.get(name)
+    if spec is None or type(body) is not dict:
+        raise _Slow
+    model, converters, defaults, required = spec
+    values = dict(defaults)
+    given = {"op"}
+    for key, value in body.items():
+        if key is True:
+            key = "on"
+        conv = converters.get(key)
+        if conv is None:
+            raise _Slow
+        values[key] = conv(value)
+        given.add(key)
+    for key in required:
+        if values[key] is None:
+            raise _Slow
+    op = model.__new__(model)
+    _new_object_attr(op, "__dict__", values)
+    _new_object_attr(op, "__pydantic_fields_set__", given)
+    _new_object_attr(op, "__pydantic_extra__", None)
+    _new_object_attr(op, "__pydantic_private__", None)
+    return op
+
+
+def _fast_program(data: dict[str, Any]) -> Program:
+    """Validate the few top-level fields with pydantic and the (many) ops with the fast path."""
+    ops = data.get("ops")
+    if type(ops) is not list or not data.keys() <= Program.model_fields.keys():
+        raise _Slow
+    head = Program.model_validate({**data, "ops": []})
+    fields_set = set(head.model_fields_set)
+    fields_set.add("ops")
+    program = Program.model_construct(fields_set, name=head.name, streams=head.streams, host=head.host,
+                                      ops=tuple(_fast_op(raw) for raw in ops))
+    try:
+        program._check_references()
+    except ValueError:
+        raise _Slow from None
+    return program
+
+
 def parse_program(data: Any, source: str = "<program>") -> Program:
-    """Validate an already-decoded document; schema errors become one-line ``InputError``s."""
+    """Validate an already-decoded document; schema errors become one-line ``InputError``s.
+
+    Well-formed documents take a fast path that builds the op models without per-op pydantic validation;
+    anything it does not vouch for is validated by the pydantic model, which also words the errors.
+    """
     if not isinstance(data, dict):
         raise InputError(f"{source}: a program is a mapping with 'streams' and 'ops'")
+    try:
+        return _fast_program(data)
+    except (_Slow, ValidationError):
+        pass
     try:
         return Program.model_validate(data)
     except ValidationError as err:
@@ -214,12 +350,15 @@ def read_document(path: str | Path) -> Any:
         raise InputError(f"{path}: no such file") from None
     except (IsADirectoryError, PermissionError, UnicodeDecodeError) as err:
         raise InputError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    try:
-        if path.suffix == ".json":
+    if path.suffix == ".json":
+        try:
             return json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
+    import yaml  # lazily: JSON programs (the large ones) need no YAML parser
+
+    try:
         return yaml.safe_load(text)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
