@@ -22,6 +22,7 @@ from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.validate import (
     DEFAULT_HOLDOUT_PRESETS,
     DEFAULT_HOLDOUT_TOKENS,
+    find_file,
     load_cases,
     predict_case,
     resolve,
@@ -183,7 +184,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     kernels_real's ``cases.json``, ``env.json``)."""
     say = progress or (lambda _msg: None)
     root = resolve(folder)
-    mb_path = root / "microbench.json"
+    mb_path = find_file(root, "microbench.json", "microbench")
     mb = _read_json(mb_path)
     if not isinstance(mb, dict) or not str(mb.get("schema", "")).startswith("moesim.microbench/"):
         raise InputError(f"{mb_path}: not a moesim microbench document (schema moesim.microbench/N)")
@@ -229,7 +230,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         doc["interference"] = {"form": "fluid", "params": {},
                                "source": "NOT fitted (fewer than two co-run pairs): ideal fluid sharing"}
     profile = Profile.model_validate(doc)
-    cases_path = root / "cases.json"
+    cases_path = find_file(root, "cases.json", "kernels_real")
     if cases_path.exists():
         say("fitting layer-level scales on the calibration split of cases.json")
         cases = [c for c in load_cases(root) if c.get("device", "cuda") != "cpu"]

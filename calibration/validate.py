@@ -34,9 +34,16 @@ def resolve(path: str | Path) -> Path:
     return Path(str(resources.files("calibration"))).parent / p
 
 
+def find_file(folder: str | Path, name: str, subfolder: str) -> Path:
+    """``folder/name``, or ``folder/subfolder/name`` where the GPU session script put it there."""
+    root = resolve(folder)
+    nested = root / subfolder / name
+    return nested if not (root / name).exists() and nested.exists() else root / name
+
+
 def load_cases(folder: str | Path) -> list[dict[str, Any]]:
     """kernels_real's ``cases.json`` from a measurements folder (one-line errors)."""
-    path = resolve(folder) / "cases.json"
+    path = find_file(folder, "cases.json", "kernels_real")
     try:
         cases = json.loads(path.read_text())
     except FileNotFoundError:

@@ -122,3 +122,18 @@ def test_html_needs_existing_folder(tmp_path: Path) -> None:
     report = {"profile": "p", "cases": []}
     with pytest.raises(InputError, match="does not exist"):
         write_html(report, tmp_path / "missing" / "v.html")
+
+
+def test_session_script_layout(folder: Path, tmp_path: Path) -> None:
+    """calibration/gpu_session.sh writes OUT/microbench/microbench.json and OUT/kernels_real/cases.json."""
+    import shutil
+
+    from calibration.fit import fit_profile
+
+    (tmp_path / "microbench").mkdir()
+    (tmp_path / "kernels_real").mkdir()
+    shutil.copy(folder / "microbench.json", tmp_path / "microbench")
+    shutil.copy(folder / "cases.json", tmp_path / "kernels_real")
+    prof = fit_profile(tmp_path, "h200")
+    assert any(m.endswith("kernels_real/cases.json") for m in prof.measurements)
+    assert len(load_cases(tmp_path)) == len(CASES)

@@ -34,7 +34,8 @@ def _folder(profile, given: Path | None) -> Path:
         return given
     for m in profile.measurements:
         if m.endswith("cases.json"):
-            return Path(m).parent
+            folder = Path(m).parent
+            return folder.parent if folder.name == "kernels_real" else folder
     raise InputError(f"profile {profile.name} records no cases.json; pass --measurements DIR")
 
 
