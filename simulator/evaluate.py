@@ -1,0 +1,237 @@
+"""Run one scenario: per strategy the MoE-layer time, the decode-step time (TPOT) and the gain.
+
+Step time = graph launch (the profile's ``replay_us``) + head (final norm, lm_head)
++ layers × attention block + dense layers × dense MLP + MoE layers × MoE block,
+with each block simulated once by the engine (see ``simulator.workloads.decode_step``). Block simulations
+are memoised on a hashable key (dims, tokens, strategy, micro-batches, parallelism, platform), per
+process: sweeps reuse them and parallel workers compute the same numbers as a serial run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from simulator.engine import simulate
+from simulator.errors import InputError
+from simulator.ir import Program
+from simulator.perfetto import to_chrome_trace
+from simulator.profile import Profile, load_profile
+from simulator.result import SimResult
+from simulator.scenario import Scenario
+from simulator.workloads.attention import AttentionDims
+from simulator.workloads.builder import ProgramBuilder
+from simulator.workloads.collectives import LinkFigures
+from simulator.workloads.decode_step import (
+    Parallelism,
+    emit_attention_block,
+    emit_dense_mlp,
+    emit_head,
+    emit_moe_block,
+    graph_program,
+)
+from simulator.workloads.moe_layer import applicable
+from simulator.workloads.presets import MoEDims
+
+BASELINE = "sequential"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A profile reference plus link overrides: the hashable part of a memo key."""
+
+    profile: str
+    link_bandwidth_GBps: float | None = None
+    link_latency_us: float | None = None
+
+    def resolve(self) -> tuple[Profile, LinkFigures]:
+        profile = _profile(self.profile)
+        return profile, LinkFigures.of(profile, self.link_bandwidth_GBps, self.link_latency_us)
+
+
+@lru_cache(maxsize=32)
+def _profile(name: str) -> Profile:
+    return load_profile(name)
+
+
+@dataclass(frozen=True)
+class StepCase:
+    """Everything a decode step depends on (hashable)."""
+
+    dims: MoEDims
+    attention: AttentionDims
+    dense_intermediate: int
+    vocab: int
+    par: Parallelism
+    tokens: int
+    tokens_group: int
+    kv_len: int
+    platform: Platform
+
+
+def block_time(program: Program, profile: Profile) -> tuple[float, SimResult]:
+    """A replayed block's time: the makespan less the host's replay cost."""
+    result = simulate(program, profile.sharing_model())
+    return result.makespan_us - program.host.replay_us, result
+
+
+def moe_program(case: StepCase, strategy: str, micro_batches: int, with_attention: bool = False) -> Program:
+    """One MoE block (optionally preceded by its attention block, for traces) as a replayed graph."""
+    profile, link = case.platform.resolve()
+
+    def emit(b: ProgramBuilder) -> None:
+        if with_attention:
+            emit_attention_block(b, case.dims, case.attention, case.par, link, case.tokens, case.kv_len)
+        emit_moe_block(b, case.dims, case.par, link, case.tokens, case.tokens_group, strategy,
+                       micro_batches=micro_batches)
+
+    return graph_program(f"{case.dims.name} {strategy} ub={micro_batches}", profile, emit)
+
+
+@lru_cache(maxsize=4096)
+def moe_block_us(case: StepCase, strategy: str, micro_batches: int) -> float:
+    return block_time(moe_program(case, strategy, micro_batches), case.platform.resolve()[0])[0]
+
+
+@lru_cache(maxsize=1024)
+def attention_block_us(case: StepCase) -> float:
+    profile, link = case.platform.resolve()
+    program = graph_program("attention", profile, lambda b: emit_attention_block(
+        b, case.dims, case.attention, case.par, link, case.tokens, case.kv_len))
+    return block_time(program, profile)[0]
+
+
+@lru_cache(maxsize=1024)
+def dense_block_us(case: StepCase) -> float:
+    if case.dims.layers == case.dims.moe_layers or not case.dense_intermediate:
+        return 0.0
+    profile, link = case.platform.resolve()
+    program = graph_program("dense_mlp", profile, lambda b: emit_dense_mlp(
+        b, case.dims, case.dense_intermediate, case.par, link, case.tokens))
+    return block_time(program, profile)[0]
+
+
+@lru_cache(maxsize=1024)
+def head_us(case: StepCase) -> float:
+    profile, _ = case.platform.resolve()
+    program = graph_program("head", profile, lambda b: emit_head(b, case.dims, case.vocab, case.par, case.tokens))
+    return block_time(program, profile)[0]
+
+
+def step_case(scenario: Scenario) -> StepCase:
+    shape = scenario.model.step_shape()
+    par = scenario.parallelism.layout()
+    tokens, group = scenario.load.tokens(par.dp)
+    p = scenario.platform
+    return StepCase(scenario.model.moe_dims(), shape.attention, shape.dense_intermediate, shape.vocab, par, tokens,
+                    group, scenario.load.kv_len(), Platform(p.profile, p.link_bandwidth_GBps, p.link_latency_us))
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    strategy: str
+    dbo: bool
+    ran: str | None  # what ran after the knobs (None: not applicable)
+    note: str | None
+    moe_layer_us: float | None
+    step_us: float | None
+    gain_vs_sequential: float | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "dbo": self.dbo, "ran": self.ran, "note": self.note,
+                "moe_layer_us": _r(self.moe_layer_us), "step_us": _r(self.step_us),
+                "gain_vs_sequential": _r(self.gain_vs_sequential, 6)}
+
+
+def _r(x: float | None, digits: int = 3) -> float | None:
+    return None if x is None else round(x, digits)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    scenario: str
+    profile: Profile
+    case: StepCase
+    step_parts: dict[str, float]
+    results: list[StrategyResult]
+
+    def result(self, strategy: str, dbo: bool = False) -> StrategyResult:
+        return next(r for r in self.results if r.strategy == strategy and r.dbo == dbo)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "scenario": self.scenario,
+            "profile": {"name": self.profile.name, "provenance": self.profile.provenance,
+                        "describe": self.profile.describe()},
+            "inputs": {"model": c.dims.name, "tp": c.par.tp, "dp": c.par.dp, "ep": c.par.ep,
+                       "tokens_per_rank": c.tokens, "tokens_into_moe": c.tokens_group, "kv_len": c.kv_len,
+                       "layers": c.dims.layers, "moe_layers": c.dims.moe_layers},
+            "step_parts_us": {k: round(v, 3) for k, v in self.step_parts.items()},
+            "results": [r.to_json_dict() for r in self.results],
+        }
+
+
+def _ran(scenario: Scenario, case: StepCase, strategy: str) -> tuple[str | None, str | None]:
+    """The strategy that actually runs once the knobs apply, and why it differs (if it does)."""
+    reason = applicable(case.dims, strategy)
+    if reason:
+        return None, reason
+    knobs = scenario.strategies
+    if strategy == "multi_stream":
+        if knobs.dp_gate and case.par.dp <= 1:
+            return BASELINE, "dp_gate: dp = 1, multi_stream disabled"
+        if knobs.token_threshold is not None and case.tokens > knobs.token_threshold:
+            return BASELINE, f"{case.tokens} tokens > token_threshold {knobs.token_threshold}"
+    return strategy, None
+
+
+def evaluate(scenario: Scenario, source: str = "<scenario>") -> Evaluation:
+    """Per requested strategy × DBO setting: MoE-block time, step time and gain vs sequential (no DBO)."""
+    case = step_case(scenario)
+    profile, _ = case.platform.resolve()
+    attn, dense, head = attention_block_us(case), dense_block_us(case), head_us(case)
+    dims = case.dims
+    dense_layers = dims.layers - dims.moe_layers
+    fixed = profile.host.replay_us.value + head + dims.layers * attn + dense_layers * dense
+    parts = {"graph_launch": profile.host.replay_us.value, "head": head, "attention_block": attn,
+             "dense_mlp_block": dense}
+
+    def step(moe_us: float) -> float:
+        return fixed + dims.moe_layers * moe_us
+
+    baseline = step(moe_block_us(case, BASELINE, 1))
+    results = []
+    for dbo in scenario.strategies.dbo:
+        micro = 2 if dbo else 1
+        for strategy in scenario.strategies.compare:
+            ran, note = _ran(scenario, case, strategy)
+            if ran is None:
+                results.append(StrategyResult(strategy, dbo, None, note, None, None))
+                continue
+            if micro > case.tokens:
+                results.append(StrategyResult(strategy, dbo, None, f"{case.tokens} token(s) cannot be split into "
+                                                                   "two micro-batches", None, None))
+                continue
+            moe = moe_block_us(case, ran, micro)
+            total = step(moe)
+            results.append(StrategyResult(strategy, dbo, ran, note, moe, total, (baseline - total) / baseline))
+    return Evaluation(scenario.label(source), profile, case, parts, results)
+
+
+def trace_document(evaluation: Evaluation) -> dict[str, Any]:
+    """Perfetto JSON: one process per strategy, each one decoder layer (attention + MoE block) replayed."""
+    events: list[dict[str, Any]] = []
+    profile = evaluation.profile
+    for pid, r in enumerate((r for r in evaluation.results if r.ran is not None), start=1):
+        program = moe_program(evaluation.case, r.ran or BASELINE, 2 if r.dbo else 1, with_attention=True)
+        label = f"{r.strategy}{' + dbo' if r.dbo else ''} ({profile.describe()})"
+        for event in to_chrome_trace(block_time(program, profile)[1], label)["traceEvents"]:
+            event = {**event, "pid": pid}
+            if "id" in event:  # flow ids must stay unique across the merged processes
+                event["id"] += pid * 1_000_000
+            events.append(event)
+    if not events:
+        raise InputError("no applicable strategy to trace")
+    return {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"generator": "moesim run"}}
