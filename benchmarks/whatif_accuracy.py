@@ -2,7 +2,7 @@
 
     python benchmarks/whatif_accuracy.py [DIR] [--profile P] [--json]
 
-DIR (default: the newest ``calibration/measurements/*/*/`` with traces) holds ``cases.json`` and
+DIR (default: the last ``calibration/measurements/**/`` folder with cases.json and traces/) holds ``cases.json`` and
 ``traces/{preset}_t{tokens}_sequential_eager.json.gz``. From each sequential eager trace the what-if moves
 ``moe.shared_experts`` to an aux stream, replayed as traced (eager) and as one graph replay (graph), and the
 predicted layer time is compared with the measured multi_stream median of the same preset, token count and
@@ -29,10 +29,11 @@ TARGETS = {"graph": (0.015, 0.05), "eager": (0.03, 0.08)}  # median, worst
 
 
 def _latest() -> Path:
-    found = sorted((ROOT / "calibration" / "measurements").glob("*/*/traces"))
+    found = sorted(p.parent for p in (ROOT / "calibration" / "measurements").rglob("cases.json")
+                   if (p.parent / "traces").is_dir())
     if not found:
-        raise SystemExit("no calibration/measurements/*/*/traces folder yet")
-    return found[-1].parent
+        raise SystemExit("no calibration/measurements/**/cases.json with a traces/ folder yet")
+    return found[-1]
 
 
 def evaluate(folder: Path, profile: str | None) -> list[dict]:

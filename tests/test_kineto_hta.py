@@ -16,7 +16,7 @@ from simulator.kineto.replay import run_whatif
 hta_analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed")
 
 DATA = Path(__file__).parent / "data" / "kineto"
-REAL = sorted((Path(__file__).parents[1] / "calibration" / "measurements").glob("*/*/traces/*.json.gz"))[:2]
+REAL = sorted((Path(__file__).parents[1] / "calibration" / "measurements").rglob("traces/*_eager.json.gz"))[:2]
 TRACES = sorted(DATA.glob("moe_*.json")) + REAL
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
