@@ -8,7 +8,7 @@ import sys
 
 from simulator.errors import InputError
 
-SUBCOMMANDS = ("sim", "check", "calibrate", "validate")
+SUBCOMMANDS = ("sim", "check", "whatif", "calibrate", "validate")
 
 
 def build_parser() -> argparse.ArgumentParser:
