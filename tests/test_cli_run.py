@@ -1,0 +1,122 @@
+"""The run / sweep / thresholds / schema commands: --json shapes, tables, traces and bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from simulator.cli import run as run_cmd
+from simulator.cli import schema as schema_cmd
+from simulator.cli import sweep as sweep_cmd
+from simulator.cli import thresholds as thresholds_cmd
+from simulator.errors import InputError
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+SMALL = {"model": {"preset": "DeepSeek-V2-Lite"}, "platform": {"profile": "mi300x"},
+         "parallelism": {"tp": 1, "dp": 2, "ep": 2}, "load": {"concurrency": 4},
+         "thresholds": {"concurrency": [1, 8]}}
+
+
+def moesim(argv: list[str]) -> int:
+    """What ``simulator.cli.main`` does with these sub-commands: InputError → one line, exit 2."""
+    parser = argparse.ArgumentParser(prog="moesim")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for module in (run_cmd, sweep_cmd, thresholds_cmd, schema_cmd):
+        module.add_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except InputError as err:
+        print(f"moesim {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    path = tmp_path / "small.yaml"
+    path.write_text(yaml.safe_dump(SMALL))
+    return path
+
+
+def test_run_json_shape(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["run", str(small), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["scenario"] == "small"
+    assert out["profile"]["name"] == "mi300x" and out["profile"]["provenance"] == "datasheet"
+    assert [r["strategy"] for r in out["results"]] == ["sequential", "multi_stream", "fused_shared"]
+    for r in out["results"]:
+        assert {"strategy", "moe_layer_us", "step_us", "gain_vs_sequential"} <= set(r)
+    seq, ms = out["results"][0], out["results"][1]
+    assert seq["gain_vs_sequential"] == 0.0
+    assert ms["gain_vs_sequential"] == pytest.approx((seq["step_us"] - ms["step_us"]) / seq["step_us"], abs=1e-5)
+
+
+def test_run_table_says_where_figures_come_from(capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["run", str(SCENARIOS / "dsv3_mi300x_tp8.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "DATASHEET" in out and "multi_stream" in out and "gain vs sequential" in out
+
+
+def test_run_trace_out_has_one_process_per_strategy(small: Path, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.json"
+    assert moesim(["run", str(small), "--trace-out", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = [e["args"]["name"] for e in events if e.get("name") == "process_name"]
+    assert len(names) == 3 and any(n.startswith("multi_stream") for n in names)
+    kernels = {e["name"] for e in events if e.get("cat") == "kernel"}
+    assert {"decode_attention", "dispatch", "combine", "shared_gemm_down"} <= kernels
+    flow_ids = [e["id"] for e in events if e.get("ph") == "s"]
+    assert len(flow_ids) == len(set(flow_ids))
+
+
+def test_sweep_json_shape(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["sweep", str(small), "--set", "load.concurrency=1,8", "--set", "parallelism.tp=1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["params"] for c in out["cases"]] == [{"load.concurrency": 1, "parallelism.tp": 1},
+                                                  {"load.concurrency": 8, "parallelism.tp": 1}]
+    assert {"strategy", "moe_layer_us", "step_us", "gain_vs_sequential"} <= set(out["cases"][0]["results"][0])
+
+
+def test_sweep_table(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["sweep", str(small), "--set", "load.concurrency=2,4"]) == 0
+    out = capsys.readouterr().out
+    assert "DATASHEET" in out and out.count("\n") >= 4
+
+
+def test_thresholds_json_and_table(small: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["thresholds", str(small), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["settings"] and out["settings"][0].startswith(("VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD=",
+                                                              "VLLM_DISABLE_SHARED_EXPERTS_STREAM=1"))
+    assert len(out["curve"]["points"]) == 2
+    assert moesim(["thresholds", str(small)]) == 0
+    assert "recommended settings" in capsys.readouterr().out
+
+
+def test_schema_is_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["schema"]) == 0
+    assert "properties" in json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "missing.yaml"],
+    ["sweep", "{small}", "--set", "load.concurrency"],
+    ["sweep", "{small}", "--set", "load.concurrency=1", "--executor", "http://x"],
+    ["run", "{bad}"],
+])
+def test_bad_input_is_one_line_exit_2(argv: list[str], small: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**SMALL, "load": {"concurrency": "lots"}}))
+    trace = tmp_path / "never.json"
+    argv = [a.format(small=small, bad=bad) for a in argv] + (["--trace-out", str(trace)] if argv[0] == "run" else [])
+    assert moesim(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "error:" in captured.err
+    assert not trace.exists()
