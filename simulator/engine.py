@@ -15,40 +15,45 @@ Semantics (each one is tested against a hand-computed timeline):
 
 Speed: the host is a chain of SimPy timeouts, one per launch (records, waits and stream switches only
 change queue order, never device timing, so their host cost is folded into the next launch's delay); each
-kernel gets one completion timeout, rescheduled only when its rate changes.
+kernel gets one completion timeout, rescheduled only when its rate changes. The issued ops are translated
+once into flat tuples (no per-op model lookups in the loop), the default fluid model's one- and
+two-kernel cases are solved inline with the same arithmetic as :class:`FluidSharing`, and the garbage
+collector is paused while the event loop runs (the engine creates no reference cycles).
 """
 
 from __future__ import annotations
 
+import gc
 from collections import deque
+from operator import itemgetter
 
 import simpy
+from simpy.events import Timeout
 
 from simulator.expand import Issued, expand
-from simulator.ir import Launch, Program
+from simulator.ir import Program
 from simulator.result import FlowArrow, HostSpan, KernelRun, SimResult
-from simulator.sharing import FluidSharing, SharingModel
+from simulator.sharing import FluidSharing, SharingModel, water_fill
 
 _EPS = 1e-9
+_tuple_new = tuple.__new__
+
+# What the host does with each issued op (the first field of a plan entry).
+_LAUNCH, _SYNC, _RECORD, _WAIT, _WAIT_STREAM, _HOLD = range(6)
 
 
 class _Kernel:
-    __slots__ = ("demand", "dur", "gap", "index", "launch", "rate", "remaining", "replay", "start", "stream",
-                 "updated", "version")
+    __slots__ = ("demand", "event", "gap", "index", "name", "rate", "region", "remaining", "replay", "solo",
+                 "start", "stream", "updated")
 
-    def __init__(self, launch: Launch, index: int, stream: _Stream, gap: float, replay: int | None) -> None:
-        self.launch = launch
-        self.index = index
+    def __init__(self, plan: tuple, stream: _Stream) -> None:
+        _, _, _, _, self.gap, self.index, self.replay, self.name, self.region, self.remaining, self.demand, \
+            self.solo = plan
         self.stream = stream
-        self.gap = gap
-        self.replay = replay
-        self.dur = launch.dur_us
-        self.demand = (launch.sm, launch.bw, launch.tc)
-        self.remaining = launch.dur_us
         self.rate = 1.0
         self.start = 0.0
         self.updated = 0.0
-        self.version = 0
+        self.event: Timeout | None = None
 
 
 class _WaitItem:
@@ -61,7 +66,8 @@ class _WaitItem:
 
 
 class _Stream:
-    __slots__ = ("busy", "busy_us", "done", "done_times", "enqueued", "kind", "name", "queue", "waiters")
+    __slots__ = ("busy", "busy_us", "done", "done_times", "enqueued", "kind", "legacy", "name", "queue",
+                 "waiters")
 
     def __init__(self, name: str, kind: str) -> None:
         self.name = name
@@ -73,6 +79,7 @@ class _Stream:
         self.busy_us = 0.0
         self.done_times: list[float] = []
         self.waiters: list[tuple[int, _Stream]] = []
+        self.legacy: list[_Stream] = []  # streams a launch here implicitly waits for (legacy default stream)
 
 
 class Engine:
@@ -83,77 +90,137 @@ class Engine:
         self.sharing = sharing or FluidSharing()
         self.env = simpy.Environment()
         self.streams = {name: _Stream(name, spec.kind) for name, spec in program.streams.items()}
-        self.blocking = [s for s in self.streams.values() if s.kind == "blocking"]
-        self.default = [s for s in self.streams.values() if s.kind == "default"]
+        blocking = [s for s in self.streams.values() if s.kind == "blocking"]
+        default = [s for s in self.streams.values() if s.kind == "default"]
+        for s in self.streams.values():
+            s.legacy = blocking if s.kind == "default" else default if s.kind == "blocking" else []
+        fluid = self.sharing if type(self.sharing) is FluidSharing else None
+        self._fluid = fluid
+        if fluid is not None:
+            keep = 1.0 - fluid.overlap_penalty
+            self._capacity = (fluid.sm_capacity * keep, fluid.bw_capacity * keep, fluid.tc_capacity * keep)
         self.events: dict[str, tuple[_Stream, int]] = {}
         self.running: list[_Kernel] = []
         self.outstanding = 0
         self.pending_launches = 0
         self.kernels: list[KernelRun] = []
-        self._host_log: list[tuple[float, list[Issued], Issued | None]] = []
+        self._host_log: list[tuple[float, list[tuple], tuple | None]] = []
         self.flows: list[FlowArrow] = []
         self.host_end = 0.0
         self._issued: list[Issued] = []
+        self._plan: list[tuple] = []
         self._next = 0
-        self._held: list[Issued] = []
+        self._held: list[tuple] = []
         self._held_cost = 0.0
         self._paid = False
         self._blocked: str | None = None
+        self._depth = program.host.queue_depth
 
     def run(self) -> SimResult:
+        collecting = gc.isenabled()
+        gc.disable()  # the run allocates many small objects and frees them in bulk: collections only cost time
+        try:
+            return self._run()
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _run(self) -> SimResult:
         expansion = expand(self.program)
         self._issued = expansion.issued
+        self._plan = [self._translate(position, item) for position, item in enumerate(self._issued)]
         self._host_step()
         self.env.run()
         stuck = [s.name for s in self.streams.values() if s.queue]
         if stuck or self._next < len(self._issued):
             raise RuntimeError(f"simulation stalled; streams with queued work: {stuck}")
-        self.kernels.sort(key=lambda k: (k.start_us, k.end_us, k.index))
+        self.kernels.sort(key=itemgetter(3, 4, 0))  # (start_us, end_us, index)
         return SimResult(
             makespan_us=max((k.end_us for k in self.kernels), default=0.0),
             host_end_us=self.host_end,
             kernels=self.kernels,
             streams={name: s.busy_us for name, s in self.streams.items()},
-            host_spans=_host_spans(self._host_log),
+            host_spans=_host_spans(self._host_log, self._issued),
             flows=self.flows,
             warnings=expansion.warnings,
         )
 
+    def _translate(self, position: int, item: Issued) -> tuple:
+        """One issued op as a flat plan entry ``(what, host_us, position in issued, ...)``."""
+        op = item.op
+        kind = op.op
+        streams = self.streams
+        if kind == "launch":
+            host = self.program.host
+            demand = (op.sm, op.bw, op.tc)
+            fluid = self._fluid
+            solo = fluid.rates([demand])[0] if fluid is not None else 0.0
+            return (_LAUNCH, item.host_us, position, streams[op.stream],
+                    host.node_gap_us if item.replay is not None else host.kernel_gap_us, item.index, item.replay,
+                    op.kernel, op.region, op.dur_us, demand, solo)
+        if kind == "sync":
+            return (_SYNC, item.host_us, position)
+        if kind == "record":
+            return (_RECORD, item.host_us, position, streams[op.stream], op.event)
+        if kind == "wait":
+            return (_WAIT, item.host_us, position, streams[op.stream], op.event)
+        if kind == "wait_stream":
+            return (_WAIT_STREAM, item.host_us, position, streams[op.stream], streams[op.on], f"wait_stream:{op.on}")
+        return (_HOLD, item.host_us, position)
+
     # -- host ---------------------------------------------------------------------------------------
     def _host_step(self, _event: object = None) -> None:
-        """Issue ops until the host must spend time (before a launch or sync) or block (sync, full queue)."""
-        issued = self._issued
-        depth = self.program.host.queue_depth
+        """Issue ops until the host must spend time (before a launch or sync) or block (sync, full queue).
+
+        Nothing called from here re-enters it (the host is not blocked while it runs), so the cursor and the
+        held cost live in locals and are written back at every exit."""
+        plan = self._plan
+        end = len(plan)
+        held = self._held
+        i = self._next
         self._blocked = None
-        while self._next < len(issued):
-            item = issued[self._next]
-            kind = item.op.op
-            if kind != "launch" and kind != "sync":
-                self._held.append(item)
-                self._held_cost += item.host_us
-                self._next += 1
+        while i < end:
+            item = plan[i]
+            what = item[0]
+            if what >= _RECORD:
+                held.append(item)
+                self._held_cost += item[1]
+                i += 1
                 continue
             if not self._paid:
                 self._paid = True
-                delay = self._held_cost + item.host_us
+                delay = self._held_cost + item[1]
                 if delay > 0:
-                    self._add_host_spans(item)
+                    self._next = i
+                    self._host_log.append((self.env.now, held, item))
                     self.env.timeout(delay).callbacks.append(self._host_step)
                     return
-            if kind == "launch" and self.pending_launches >= depth:
+            if what == _LAUNCH and self.pending_launches >= self._depth:
+                self._next = i
                 self._blocked = "queue"
                 return
-            self._apply_held()
-            self._next += 1
+            if held:
+                self._apply_held()
+            else:
+                self._held_cost = 0.0
+                self._held = []  # a fresh list: the logged one must not grow
+            held = self._held
+            i += 1
             self._paid = False
-            if kind == "launch":
-                self._launch(item)
+            if what == _LAUNCH:
+                stream = item[3]
+                for other in stream.legacy:
+                    self._wait(stream, other, other.enqueued, "legacy-default-sync")
+                self.pending_launches += 1
+                self._enqueue(stream, _Kernel(item, stream))
             elif self.outstanding:
+                self._next = i
                 self._blocked = "sync"
                 return
+        self._next = i
         tail = self._held_cost
         if tail > 0:
-            self._add_host_spans(None)
+            self._host_log.append((self.env.now, held, None))
         self._apply_held()
         if tail > 0:
             self.env.timeout(tail).callbacks.append(self._host_finish)
@@ -163,41 +230,23 @@ class Engine:
     def _host_finish(self, _event: object) -> None:
         self.host_end = self.env.now
 
-    def _add_host_spans(self, item: Issued | None) -> None:
-        """Log the held ops and ``item`` as host work starting now (turned into spans after the run)."""
-        self._host_log.append((self.env.now, self._held, item))
-
     def _apply_held(self) -> None:
         """Apply the records, waits and stream switches issued since the last launch, in host order."""
+        events = self.events
         for item in self._held:
-            op = item.op
-            kind = op.op
-            if kind == "record":
-                stream = self.streams[op.stream]
-                self.events[op.event] = (stream, stream.enqueued)
-            elif kind == "wait":
-                snapshot = self.events.get(op.event)
+            what = item[0]
+            if what == _RECORD:
+                stream = item[3]
+                events[item[4]] = (stream, stream.enqueued)
+            elif what == _WAIT:
+                snapshot = events.get(item[4])
                 if snapshot is not None:
-                    self._wait(self.streams[op.stream], snapshot[0], snapshot[1], op.event)
-            elif kind == "wait_stream":
-                on = self.streams[op.on]
-                self._wait(self.streams[op.stream], on, on.enqueued, f"wait_stream:{op.on}")
+                    self._wait(item[3], snapshot[0], snapshot[1], item[4])
+            elif what == _WAIT_STREAM:
+                on = item[4]
+                self._wait(item[3], on, on.enqueued, item[5])
         self._held = []
         self._held_cost = 0.0
-
-    def _launch(self, item: Issued) -> None:
-        op = item.op
-        stream = self.streams[op.stream]
-        if stream.kind == "default":
-            for other in self.blocking:
-                self._wait(stream, other, other.enqueued, "legacy-default-sync")
-        elif stream.kind == "blocking":
-            for other in self.default:
-                self._wait(stream, other, other.enqueued, "legacy-default-sync")
-        host = self.program.host
-        gap = host.node_gap_us if item.replay is not None else host.kernel_gap_us
-        self.pending_launches += 1
-        self._enqueue(stream, _Kernel(op, item.index, stream, gap, item.replay))
 
     def _wait(self, stream: _Stream, target: _Stream, count: int, event: str) -> None:
         if target is stream or target.done >= count:
@@ -224,7 +273,8 @@ class Engine:
                     return
                 queue.popleft()
                 ready = target.done_times[head.count - 1]
-                self.flows.append(FlowArrow(head.event, target.name, ready, stream.name, self.env.now))
+                self.flows.append(_tuple_new(FlowArrow, (head.event, target.name, ready, stream.name,
+                                                         self.env.now)))
                 self._item_done(stream)
                 continue
             queue.popleft()
@@ -235,7 +285,7 @@ class Engine:
                 continue
             stream.busy = True
             if head.gap > 0:
-                self.env.timeout(head.gap).callbacks.append(lambda _e, k=head: self._start(k))
+                Timeout(self.env, head.gap, head).callbacks.append(self._gap_passed)
             else:
                 self._start(head)
 
@@ -259,6 +309,9 @@ class Engine:
             self._host_step()
 
     # -- device -------------------------------------------------------------------------------------
+    def _gap_passed(self, event: Timeout) -> None:
+        self._start(event._value)
+
     def _start(self, kernel: _Kernel) -> None:
         now = self.env.now
         kernel.start = now
@@ -271,26 +324,43 @@ class Engine:
         self.running.append(kernel)
         self._resolve_rates()
 
+    def _rates(self, running: list[_Kernel]) -> list[float]:
+        """The sharing model's rates; the default model's one- and two-kernel cases inline (same arithmetic)."""
+        n = len(running)
+        if self._fluid is None:
+            return self.sharing.rates([k.demand for k in running])
+        if n == 1:
+            return [running[0].solo]
+        sm, bw, tc = self._capacity
+        if n == 2:
+            a, b = running[0].demand, running[1].demand
+            if a[0] + b[0] <= sm and a[1] + b[1] <= bw and a[2] + b[2] <= tc:
+                return [1.0, 1.0]
+            return water_fill([a, b], [sm, bw, tc])
+        return self._fluid.rates([k.demand for k in running])
+
     def _resolve_rates(self) -> None:
         """Re-solve rates; reschedule the completion of every kernel whose rate changed."""
         running = self.running
         if not running:
             return
-        rates = self.sharing.rates([k.demand for k in running])
-        now = self.env.now
+        rates = self._rates(running)
+        env = self.env
+        now = env.now
         for k, rate in zip(running, rates, strict=True):
             if rate == k.rate:
                 continue
             k.remaining -= k.rate * (now - k.updated)
             k.updated = now
             k.rate = rate
-            k.version += 1
-            self.env.timeout(max(k.remaining, 0.0) / rate).callbacks.append(
-                lambda _e, k=k, v=k.version: self._complete(k, v))
+            k.event = event = Timeout(env, max(k.remaining, 0.0) / rate, k)
+            event.callbacks.append(self._complete)
 
-    def _complete(self, kernel: _Kernel, version: int) -> None:
-        if version != kernel.version:
-            return
+    def _complete(self, event: Timeout) -> None:
+        kernel = event._value
+        if event is not kernel.event:
+            return  # superseded: the kernel's rate changed after this completion was scheduled
+        kernel.event = None
         self.running.remove(kernel)
         self._resolve_rates()
         self._finish(kernel)
@@ -304,20 +374,22 @@ class Engine:
 
     def _record_run(self, kernel: _Kernel, start: float) -> None:
         now = self.env.now
-        op = kernel.launch
-        self.kernels.append(KernelRun(kernel.index, op.kernel, op.stream, start, now, op.region, kernel.replay))
-        kernel.stream.busy_us += now - start
+        stream = kernel.stream
+        self.kernels.append(_tuple_new(KernelRun, (kernel.index, kernel.name, stream.name, start, now,
+                                                   kernel.region, kernel.replay)))
+        stream.busy_us += now - start
 
 
-def _host_spans(log: list[tuple[float, list[Issued], Issued | None]]) -> list[HostSpan]:
+def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], issued: list[Issued]) -> list[HostSpan]:
     """Lay each logged batch of host calls end to end from the time it was issued."""
     spans = []
     for start, held, item in log:
         t = start
-        for issued in [*held, item] if item is not None else held:
-            if issued.host_us > 0:
-                spans.append(HostSpan(_host_label(issued), t, t + issued.host_us))
-                t += issued.host_us
+        for entry in [*held, item] if item is not None else held:
+            cost = entry[1]
+            if cost > 0:
+                spans.append(_tuple_new(HostSpan, (_host_label(issued[entry[2]]), t, t + cost)))
+                t += cost
     return spans
 
 

@@ -41,7 +41,7 @@ class FluidSharing:
         capacity = [self.sm_capacity * keep, self.bw_capacity * keep, self.tc_capacity * keep]
         if all(sum(d[j] for d in demands) <= capacity[j] for j in range(3)):
             return [1.0] * n
-        return _water_fill(demands, capacity)
+        return water_fill(demands, capacity)
 
 
 def _solo_rate(demand: Demand, *capacity: float) -> float:
@@ -52,7 +52,7 @@ def _solo_rate(demand: Demand, *capacity: float) -> float:
     return rate
 
 
-def _water_fill(demands: Sequence[Demand], capacity: list[float]) -> list[float]:
+def water_fill(demands: Sequence[Demand], capacity: list[float]) -> list[float]:
     """Raise all unfrozen rates together until a resource saturates or they reach 1; freeze its users."""
     n = len(demands)
     rates = [0.0] * n
