@@ -12,14 +12,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from simulator.ir import (
-    CaptureBegin,
-    CaptureEnd,
     HostCosts,
     Launch,
     Op,
     Program,
     Record,
-    Replay,
     SetStream,
     Sync,
     Wait,
@@ -35,6 +32,9 @@ class Issued(NamedTuple):
     index: int
     host_us: float
     replay: int | None = None
+
+
+_tuple_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,26 +55,18 @@ class Expansion:
     warnings: list[str] = field(default_factory=list)
 
 
+def _default_costs(host: HostCosts) -> dict[str, float]:
+    """The program's default host cost of each op kind (capture markers cost nothing)."""
+    return {"launch": host.launch_us, "record": host.record_us, "wait": host.wait_us,
+            "wait_stream": host.record_us + host.wait_us, "set_stream": host.set_stream_us, "sync": host.sync_us,
+            "replay": host.replay_us}
+
+
 def host_cost(op: Op, host: HostCosts) -> float:
     """The host time of one eager API call: the op's own ``host_us`` or the program's default for its kind."""
     if op.host_us is not None:
         return op.host_us
-    match op:
-        case Launch():
-            return host.launch_us
-        case Record():
-            return host.record_us
-        case Wait():
-            return host.wait_us
-        case WaitStream():
-            return host.record_us + host.wait_us
-        case SetStream():
-            return host.set_stream_us
-        case Sync():
-            return host.sync_us
-        case Replay():
-            return host.replay_us
-    return 0.0
+    return _default_costs(host).get(op.op, 0.0)
 
 
 @dataclass(slots=True)
@@ -99,19 +91,21 @@ class _Capture:
 def expand(program: Program) -> Expansion:
     """Resolve capture/replay and host costs; collect capture-legality errors and warnings."""
     out = Expansion()
-    host = program.host
+    issued = out.issued
+    costs = _default_costs(program.host)
     graphs: dict[str, list[tuple[int, Op]]] = {}
     recorded: set[str] = set()
     capture: _Capture | None = None
     replays = 0
     for index, op in enumerate(program.ops):
-        if isinstance(op, CaptureBegin):
+        kind = op.op
+        if kind == "capture_begin":
             if capture is not None:
                 out.capture_errors.append(CaptureError("nested", op.graph, op.stream,
                                                        f"capture of {capture.graph!r} still open"))
                 continue
             capture = _Capture(op.graph, op.stream, {op.stream})
-        elif isinstance(op, CaptureEnd):
+        elif kind == "capture_end":
             if capture is None or capture.graph != op.graph:
                 out.capture_errors.append(CaptureError("unsupported", op.graph, "",
                                                        "capture_end without a matching capture_begin"))
@@ -119,19 +113,22 @@ def expand(program: Program) -> Expansion:
             _check_joined(capture, out)
             graphs[op.graph] = capture.ops
             capture = None
-        elif isinstance(op, Replay):
+        elif kind == "replay":
             replays += 1
-            out.issued.append(Issued(op, index, host_cost(op, host), replays))
-            out.issued.extend(Issued(node, node_index, 0.0, replays) for node_index, node in graphs[op.graph])
+            cost = op.host_us
+            issued.append(_tuple_new(Issued, (op, index, costs[kind] if cost is None else cost, replays)))
+            issued.extend(_tuple_new(Issued, (node, node_index, 0.0, replays))
+                          for node_index, node in graphs[op.graph])
         elif capture is not None and _captured(op, capture, recorded, out):
             capture.ops.append((index, op))
         else:
-            if isinstance(op, Record):
+            if kind == "record":
                 recorded.add(op.event)
-            elif isinstance(op, Wait) and op.event not in recorded:
+            elif kind == "wait" and op.event not in recorded:
                 out.warnings.append(f"ops[{index}]: wait on event {op.event!r} that was never recorded "
                                     "(a no-op, as in CUDA: no ordering is established)")
-            out.issued.append(Issued(op, index, host_cost(op, host)))
+            cost = op.host_us
+            issued.append(_tuple_new(Issued, (op, index, costs.get(kind, 0.0) if cost is None else cost, None)))
     if capture is not None:
         out.capture_errors.append(CaptureError("unterminated", capture.graph, capture.origin,
                                                "capture_begin without capture_end"))
