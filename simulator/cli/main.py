@@ -8,7 +8,7 @@ import sys
 
 from simulator.errors import InputError
 
-SUBCOMMANDS = ("sim", "check", "whatif", "calibrate", "validate")
+SUBCOMMANDS = ("run", "sweep", "thresholds", "whatif", "sim", "check", "calibrate", "validate", "schema")
 
 
 def build_parser() -> argparse.ArgumentParser:
