@@ -7,6 +7,7 @@ the single-key form back. The field names are a contract shared with outside too
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -276,34 +277,46 @@ _OPS = _op_table()
 _new_object_attr = object.__setattr__
 
 
-def _fast_op(raw: Any) -> BaseModel:
-    """Build one op model from its single-key form without pydantic validation; raise ``_Slow`` when unsure."""
-    if type(raw) is not dict or len(raw) != 1:
-        raise _Slow
-    (name, body), = raw.items()
-    spec = _OPS.get(name)
-    if spec is None or type(body) is not dict:
-        raise _Slow
-    model, converters, defaults, required = spec
-    values = dict(defaults)
-    given = {"op"}
-    for key, value in body.items():
-        if key is True:
-            key = "on"
-        conv = converters.get(key)
-        if conv is None:
+def _fast_ops(raws: list[Any], streams: dict[str, StreamSpec]) -> tuple[BaseModel, ...]:
+    """Build the op models from their single-key forms without pydantic validation, checking stream and
+    graph references on the way (as ``Program._check_references`` does); raise ``_Slow`` when unsure."""
+    ops = []
+    captured: set[str] = set()
+    for raw in raws:
+        if type(raw) is not dict or len(raw) != 1:
             raise _Slow
-        values[key] = conv(value)
-        given.add(key)
-    for key in required:
-        if values[key] is None:
+        (name, body), = raw.items()
+        spec = _OPS.get(name)
+        if spec is None or type(body) is not dict:
             raise _Slow
-    op = model.__new__(model)
-    _new_object_attr(op, "__dict__", values)
-    _new_object_attr(op, "__pydantic_fields_set__", given)
-    _new_object_attr(op, "__pydantic_extra__", None)
-    _new_object_attr(op, "__pydantic_private__", None)
-    return op
+        model, converters, defaults, required = spec
+        values = dict(defaults)
+        given = {"op"}
+        for key, value in body.items():
+            if key is True:
+                key = "on"
+            conv = converters.get(key)
+            if conv is None:
+                raise _Slow
+            values[key] = conv(value)
+            given.add(key)
+        for key in required:
+            if values[key] is None:
+                raise _Slow
+        stream, on = values.get("stream"), values.get("on")
+        if (stream is not None and stream not in streams) or (on is not None and on not in streams):
+            raise _Slow
+        if name == "capture_end":
+            captured.add(values["graph"])
+        elif name == "replay" and values["graph"] not in captured:
+            raise _Slow
+        op = model.__new__(model)
+        _new_object_attr(op, "__dict__", values)
+        _new_object_attr(op, "__pydantic_fields_set__", given)
+        _new_object_attr(op, "__pydantic_extra__", None)
+        _new_object_attr(op, "__pydantic_private__", None)
+        ops.append(op)
+    return tuple(ops)
 
 
 def _fast_program(data: dict[str, Any]) -> Program:
@@ -314,13 +327,8 @@ def _fast_program(data: dict[str, Any]) -> Program:
     head = Program.model_validate({**data, "ops": []})
     fields_set = set(head.model_fields_set)
     fields_set.add("ops")
-    program = Program.model_construct(fields_set, name=head.name, streams=head.streams, host=head.host,
-                                      ops=tuple(_fast_op(raw) for raw in ops))
-    try:
-        program._check_references()
-    except ValueError:
-        raise _Slow from None
-    return program
+    return Program.model_construct(fields_set, name=head.name, streams=head.streams, host=head.host,
+                                   ops=_fast_ops(ops, head.streams))
 
 
 def parse_program(data: Any, source: str = "<program>") -> Program:
@@ -331,10 +339,15 @@ def parse_program(data: Any, source: str = "<program>") -> Program:
     """
     if not isinstance(data, dict):
         raise InputError(f"{source}: a program is a mapping with 'streams' and 'ops'")
+    collecting = gc.isenabled()
+    gc.disable()  # building many small objects: collections would only cost time
     try:
         return _fast_program(data)
     except (_Slow, ValidationError):
         pass
+    finally:
+        if collecting:
+            gc.enable()
     try:
         return Program.model_validate(data)
     except ValidationError as err:
