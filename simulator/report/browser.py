@@ -96,6 +96,9 @@ def screenshot(page: str | Path, png: str | Path, width: int = 1400, height: int
                     timeout)
         if done.returncode != 0 or Path(tmp).stat().st_size == 0:
             raise RuntimeError(f"chromium exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, png)
     finally:
         Path(tmp).unlink(missing_ok=True)
