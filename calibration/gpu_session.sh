@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
-# Usage (on the device machine, repo root): bash calibration/gpu_session.sh {tests+micro|sweep|all} OUTDIR
+# Usage (on the device machine, repo root): bash calibration/gpu_session.sh {tests+micro|sweep|eager|all} OUTDIR
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -17,6 +17,11 @@ if [[ $parts == *micro* || $parts == all ]]; then
 fi
 if [[ $parts == *sweep* || $parts == all ]]; then
   python3 -m kernels_real.bench --out "$out/kernels_real" 2>&1 | tee "$out/sweep.log" | tail -40
+fi
+if [[ $parts == *eager* ]]; then
+  # eager strategies timed in alternation, the process pinned to one core (host-bound timings drift otherwise)
+  taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real_eager" --modes eager --interleave-eager \
+    --trace-presets 2>&1 | tee "$out/sweep-eager.log" | tail -80
 fi
 tar czf "$out/results-${parts//+/-}.tgz" -C "$out" --exclude='*.tgz' .
 ls -la "$out"

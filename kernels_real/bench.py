@@ -92,6 +92,24 @@ class Timer:
         n = max(self.min_n, min(self.max_n, int(self.target_s / per_step_s)))
         return self._run(step, n, layers_per_step)
 
+    def measure_interleaved(self, steps: dict[str, Callable[[int], None]], rounds: int = 15) -> dict[str, list[float]]:
+        """Eager timing of several strategies in alternation (A B C A B C ...), so that slow drifts of the host
+        (clock, scheduling) hit every strategy alike; µs per call, pooled over all rounds."""
+        for step in steps.values():
+            for i in range(3):
+                step(i)
+        per_call_s = {name: max(statistics.median(self._run(step, 3, 1)) * 1e-6, 1e-6) for name, step in steps.items()}
+        calls = {name: max(3, int(self.target_s / rounds / s)) for name, s in per_call_s.items()}
+        samples: dict[str, list[float]] = {name: [] for name in steps}
+        gc.disable()
+        try:
+            for _ in range(rounds):
+                for name, step in steps.items():
+                    samples[name] += self._run(step, calls[name], 1)
+        finally:
+            gc.enable()
+        return samples
+
     def _run(self, step: Callable[[int], None], n: int, layers_per_step: int) -> list[float]:
         if not self.gpu:
             times = []
@@ -186,6 +204,7 @@ class Sweep:
         for t in tokens:
             gen = torch.Generator(device=self.device).manual_seed(7 + t)
             x = torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
+            eager_steps: dict[str, Callable[[int], None]] = {}
             for strategy in self.args.strategies:
                 if cfg.applicable(strategy):
                     continue
@@ -199,8 +218,13 @@ class Sweep:
                     step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
                     if trace_pass:
                         self._trace_case(cfg, t, strategy, mode, step)
+                    elif mode == "eager" and self.args.interleave_eager:
+                        eager_steps[strategy] = step
                     else:
                         self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
+            if eager_steps:
+                for strategy, samples in self.timer.measure_interleaved(eager_steps).items():
+                    self._record_case(cfg, layer, t, strategy, "eager", samples, 1, n_sets, "interleaved")
         del weights, layer
         gc.collect()
         if self.gpu:
@@ -229,11 +253,16 @@ class Sweep:
     def _time_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
                    step: Callable[[int], None], layers_per_step: int, n_sets: int) -> None:
         samples = self.timer.measure(step, layers_per_step)
+        self._record_case(cfg, layer, tokens, strategy, mode, samples, layers_per_step, n_sets,
+                          "one strategy at a time")
+
+    def _record_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
+                     samples: list[float], layers_per_step: int, n_sets: int, order: str) -> None:
         self.cases.append({
             "preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
             **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
             "layers_per_replay": layers_per_step, "backend": layer.backend, "device": self.args.device,
-            "timer": "cuda_events" if self.gpu else "perf_counter", "trace": None,
+            "timer": "cuda_events" if self.gpu else "perf_counter", "order": order, "trace": None,
         })
 
     def _trace_case(self, cfg: MoEConfig, tokens: int, strategy: str, mode: str,
@@ -305,6 +334,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="few tokens, short timing: a smoke run")
     p.add_argument("--budget-s", type=float, default=330.0, help="skip remaining cases after this many s")
     p.add_argument("--json", action="store_true", help="print the case records as JSON on stdout")
+    p.add_argument("--interleave-eager", action="store_true",
+                   help="time the eager strategies of each preset x tokens in alternation (A B C A B C ...)")
     return p.parse_args(argv)
 
 
