@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 import yaml
 
-from calibration.fit import fit_profile
+from calibration.validate import predict_case
 from simulator.cli import report as report_cli
 from simulator.errors import InputError
 from simulator.evaluate import evaluate
 from simulator.ir import load_program
+from simulator.profile import load_profile, parse_profile
 from simulator.report.build import write_report
 from simulator.report.collect import check_row
 from simulator.report.figures import hazards_figure
 from simulator.scenario import load_scenario, parse_scenario
-from tests.test_fit import CASES, truth_profile, write_measurements
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = str(ROOT / "scenarios/dsv3_h200_dp8.yaml")
@@ -53,13 +53,25 @@ def has_data(trace: dict[str, Any]) -> bool:
     return any(v is not None for v in (trace.get("x") or [])) and any(v is not None for v in (trace.get("y") or []))
 
 
+CASES = [{"preset": p, "tokens": t, "strategy": s, "mode": m, "layers_per_replay": 2}
+         for p in ("qwen3_30b_a3b", "deepseek_v2_lite") for t in (1, 16) for m in ("eager", "graph")
+         for s in ("sequential", "multi_stream") if not (p == "qwen3_30b_a3b" and s == "multi_stream")]
+MEASURED_SCALE = {"graph": 1.02, "eager": 0.97}  # "measured" = simulated × this: known errors 1/scale − 1
+
+
 def calibrated_profile(folder: Path) -> Path:
-    """A calibrated profile fitted from synthetic measurements it records (so the report validates it)."""
-    meas = write_measurements(folder / "h200" / "2026-12-02", truth_profile(), CASES, device_scale=1.08,
-                              host_scale=1.6)
-    prof = fit_profile(meas, "h200-synthetic", holdout_presets=("deepseek_v2_lite",), holdout_tokens=(2,))
+    """h200-datasheet relabelled calibrated, recording a cases.json whose measurements are its own
+    predictions scaled per mode (so the report finds and validates it, with known errors)."""
+    doc = json.loads(load_profile("h200-datasheet").model_dump_json())
+    meas = folder / "h200" / "2026-12-02"
+    meas.mkdir(parents=True)
+    doc.update(name="h200-synthetic", provenance="calibrated", measurements=[str(meas / "cases.json")],
+               fit={"layer": {"holdout_presets": ["deepseek_v2_lite"], "holdout_tokens": []}})
+    profile = parse_profile(doc)
+    cases = [{**c, "median_us": predict_case(profile, c) * MEASURED_SCALE[c["mode"]]} for c in CASES]
+    (meas / "cases.json").write_text(json.dumps(cases))
     path = folder / "h200-synthetic.json"
-    path.write_text(prof.model_dump_json())
+    path.write_text(json.dumps(doc))
     return path
 
 
@@ -116,6 +128,11 @@ def test_calibrated_header_and_calibration_points(full_report: tuple[Path, Any])
     points = [t for t in data if t["type"] == "scatter" and t["mode"] == "markers"]
     # one point per GPU case measured (CASES has no cpu cases)
     assert sum(len(t["x"]) for t in points) == len(CASES)
+    for t in points:  # each point's error is the known one of its mode
+        mode = t["name"].split(" · ")[1]
+        assert all(e == pytest.approx(100 * (1 / MEASURED_SCALE[mode] - 1), abs=1e-2) for _, _, e in t["customdata"])
+    held = {t["name"].split(" · ")[2] for t in points}
+    assert held == {"held out", "fitted on"}
     band = [t for t in data if t.get("name") == "±3% band"]
     assert band and band[0]["y"][0] == pytest.approx(band[0]["x"][0] * 1.03)
 
@@ -249,3 +266,45 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_module_does_not_import_plotly() -> None:
     code = "import sys, simulator.cli.report; assert 'plotly' not in sys.modules, 'plotly imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_png_skipped_with_a_message_without_chromium(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MOESIM_CHROMIUM", str(tmp_path / "no-chromium"))
+    out, png = tmp_path / "r.html", tmp_path / "r.png"
+    assert _cli(["report", H200, "--html", str(out), "--png", str(png)]) == 0
+    assert "PNG skipped: no Chromium found" in capsys.readouterr().err
+    assert out.is_file() and not png.exists()
+
+
+def test_sweep_page(tmp_path: Path) -> None:
+    from simulator.report.build import write_sweep_html
+    from simulator.scenario import load_document
+    from simulator.sweep import parse_set, sweep
+
+    axes = [parse_set("load.concurrency=1,4,16"), parse_set("load.input_len=512,2048")]
+    document = sweep(load_document(H200), axes, H200, progress=False)
+    out = tmp_path / "sweep.html"
+    write_sweep_html(document, out, "moesim sweep ... --html sweep.html")
+    data, layout = plotted(out.read_text())["fig-sweep"]
+    gains = {t["name"]: t for t in data if t["xaxis"] == "x"}
+    assert set(gains) == {f"{s} · load.input_len={n}" for s in ("sequential", "multi_stream", "fused_shared")
+                          for n in (512, 2048)}
+    line = gains["multi_stream · load.input_len=2048"]
+    cases = [c for c in document["cases"] if c["params"]["load.input_len"] == 2048]
+    assert line["x"] == [1, 4, 16]
+    assert line["y"] == [pytest.approx(100 * c["results"][1]["gain_vs_sequential"]) for c in cases]
+    assert layout["xaxis"]["title"]["text"] == "load.concurrency"
+
+
+def test_validation_page(tmp_path: Path) -> None:
+    from simulator.report.build import write_validation_html
+
+    rows = [{"preset": "p", "tokens": 4, "strategy": "sequential", "mode": "eager", "measured_us": 50.0,
+             "predicted_us": 49.0, "error": -0.02, "split": "validation"}]
+    out = tmp_path / "v.html"
+    write_validation_html({"profile": "h200 (calibrated on NVIDIA H200, 2026-12-02)", "cases": rows}, out,
+                          "moesim validate --html v.html")
+    html = out.read_text()
+    assert list(plotted(html)) == ["fig-calibration"] and "moesim validate --html v.html" in html
+    assert html.count("plotly.js v") == 1
