@@ -101,6 +101,13 @@ def _draw_lanes(fig: go.Figure, row: int, lanes: list[str], host: Sequence[HostS
                      range=[len(lanes) - 0.5, -0.5], showgrid=False, row=row, col=1)
 
 
+def _lane_order(stream: str) -> tuple[int, str]:
+    """Lanes top to bottom: main, aux, communication, then any other stream by name."""
+    order = ("main", "aux", "communication")
+    role = stream_role(stream)
+    return (order.index(role) if role in order else len(order), stream)
+
+
 def timeline_figure(data: ScenarioData) -> go.Figure:
     """Per strategy, one simulated decoder layer (attention + MoE block replayed as a graph), a lane per
     stream, on one shared time axis."""
@@ -113,7 +120,7 @@ def timeline_figure(data: ScenarioData) -> go.Figure:
                         subplot_titles=titles)
     seen: set[str] = set()
     for i, t in enumerate(rows, start=1):
-        lanes = ["host", *t.result.streams]
+        lanes = ["host", *sorted(t.result.streams, key=_lane_order)]
         fig.layout.annotations[i - 1].font = {"color": strategy_color(t.strategy), "size": 14}
         _draw_lanes(fig, i, lanes, t.result.host_spans, [(k, _kernel_role(t, k)) for k in t.result.kernels],
                     t.result.flows, seen)
