@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,10 +22,18 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """The process umask (mkstemp creates 0600 files; outputs should get the usual permissions)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json_atomic(path: str | Path, document: Any) -> None:
@@ -33,3 +43,8 @@ def write_json_atomic(path: str | Path, document: Any) -> None:
 def dumps(document: Any) -> str:
     """The ``--json`` output form: stable key order, two-space indent."""
     return json.dumps(document, indent=2)
+
+
+def invocation() -> str:
+    """The command line as the user typed it (for report headers)."""
+    return "moesim " + " ".join(shlex.quote(arg) for arg in sys.argv[1:])

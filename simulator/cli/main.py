@@ -8,7 +8,7 @@ import sys
 
 from simulator.errors import InputError
 
-SUBCOMMANDS = ("run", "sweep", "thresholds", "whatif", "sim", "check", "calibrate", "validate", "schema")
+SUBCOMMANDS = ("run", "sweep", "thresholds", "whatif", "report", "sim", "check", "calibrate", "validate", "schema")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from simulator.evaluate import Evaluation, evaluate, trace_document
-from simulator.outputs import dumps, write_json_atomic
+from simulator.outputs import dumps, invocation, write_json_atomic
 from simulator.scenario import load_scenario
 
 
@@ -21,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--trace-out", metavar="F",
                    help="write a Perfetto/Chrome trace JSON: one decoder layer per strategy (one process each)")
+    p.add_argument("--html", metavar="F", help="write the design-review page of this scenario (offline HTML)")
     p.set_defaults(handler=run)
 
 
@@ -29,12 +30,18 @@ def run(args: argparse.Namespace) -> int:
     evaluation = evaluate(scenario, args.scenario)
     if args.trace_out:
         write_json_atomic(args.trace_out, trace_document(evaluation))
+    if args.html:
+        from simulator.report.build import write_scenarios_report
+
+        write_scenarios_report([(args.scenario, scenario)], args.html, invocation(), progress=not args.json)
     if args.json:
         print(dumps(evaluation.to_json_dict()))
         return 0
     print_table(evaluation)
     if args.trace_out:
         print(f"trace written to {args.trace_out} (open in ui.perfetto.dev)")
+    if args.html:
+        print(f"report written to {args.html}")
     return 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.outputs import dumps
+from simulator.outputs import dumps, invocation
 from simulator.scenario import load_document
 from simulator.sweep import parse_set, sweep
 
@@ -22,12 +22,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1: serial)")
     p.add_argument("--executor", metavar="dask://HOST:PORT", help="run on a Dask distributed cluster instead")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    p.add_argument("--html", metavar="F", help="write gain and step-time curves over the sweep (offline HTML)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     axes = [parse_set(text) for text in args.sets]
     document = sweep(load_document(args.scenario), axes, args.scenario, jobs=args.jobs, address=args.executor)
+    if args.html:
+        from simulator.report.build import write_sweep_html
+
+        write_sweep_html(document, args.html, invocation())
     if args.json:
         print(dumps(document))
         return 0
