@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from calibration.fit_kernels import elems_per_block_from_grids, fit_family, solo_points
+from calibration.fit_kernels import elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
+from calibration.fit_traces import op_points
 from calibration.validate import (
     DEFAULT_HOLDOUT_PRESETS,
     DEFAULT_HOLDOUT_TOKENS,
@@ -34,6 +35,10 @@ from simulator.profile import Profile, load_profile
 HOST_KEYS = ("launch_us", "record_us", "wait_us", "set_stream_us", "sync_us", "replay_us", "node_gap_us",
              "kernel_gap_us")
 EAGER_HOST_KEYS = ("launch_us", "record_us", "wait_us", "set_stream_us")
+# which microbench host-cost op stands for each kernel family's torch op (launch_by_op_us): cuBLAS matmul for
+# the GEMMs, topk for the routing selections, a plain elementwise op for the rest
+LAUNCH_OP_OF_FAMILY = {"gemm": "mm", "gemm_fp32": "mm", "grouped_gemm": "mm", "topk": "topk", "sort": "topk",
+                       "elementwise": "silu", "reduction": "silu", "gather": "silu", "copy": "silu"}
 FP32_VECTOR_TFLOPS = {"H200": 67.0, "H100": 67.0, "B200": 80.0, "MI300X": 163.4}
 Progress = Callable[[str], None]
 
@@ -81,6 +86,11 @@ def _host(mb: dict[str, Any], base: Profile, where: str) -> dict[str, Any]:
             fallback = getattr(base.host, key)
             out[key] = _fig(fallback.value, f"NOT measured (microbench gave none); from {base.name}: "
                                             f"{fallback.source}")
+    by_op = host.get("launch_by_op_us") or {}
+    out["launch_by_family_us"] = {
+        fam: _fig(by_op[op], f"measured ({where}): {how.get('launch_by_op_us', 'microbench host costs')} — {op} "
+                             f"stands for the {fam} family")
+        for fam, op in LAUNCH_OP_OF_FAMILY.items() if isinstance(by_op.get(op), int | float) and by_op[op] > 0}
     depth = host.get("queue_depth")
     out["queue_depth"] = int(depth) if isinstance(depth, int) and depth > 0 else base.host.queue_depth
     return out
@@ -118,6 +128,13 @@ def _families(mb: dict[str, Any], base: Profile, sm_count: int, hbm: float, tens
             "source": f"fitted to {len(pts)} solo shapes ({where}); residuals in fit.kernel_families{note}",
         }).model_dump()
         report[name] = {**fit.residuals, "memory_bound": fit.memory_bound, "compute_bound": fit.compute_bound}
+    residency = {"gemm": ("rows", "thin-tile small-M GEMMs hold part of each SM (profiled grids: 64x8 / 128x8 tiles)"),
+                 "grouped_gemm": ("full", "torch._grouped_mm's CUTLASS kernel: one full-SM block per SM for its whole "
+                                          "run (profiled grid [132,1,1])")}
+    for fam_name, (mode, why) in residency.items():
+        if fam_name in fams:
+            fams[fam_name] = {**fams[fam_name], "resident": mode,
+                              "source": fams[fam_name]["source"] + f"; resident={mode}: {why}"}
     if "gemm" in fams:
         key = next((k for k in FP32_VECTOR_TFLOPS if k.lower() in gpu.lower()), None)
         if key is not None:
@@ -134,15 +151,37 @@ def _families(mb: dict[str, Any], base: Profile, sm_count: int, hbm: float, tens
     return fams, report
 
 
-def scaled(profile: Profile, device_scale: float = 1.0, host_scale: float = 1.0) -> Profile:
-    """The profile with every family's solo time × ``device_scale`` and eager per-op host costs ×
+def _op_families(doc: dict[str, Any], profile: Profile, folder: Path, calib: Sequence[dict[str, Any]],
+                 hbm: float, tensor: float) -> dict[str, Any]:
+    """``op:KEY`` families fitted to the real layer's per-op device times (eager traces of the calibration
+    split only; ``fit_traces``)."""
+    points, notes = op_points(folder, calib, profile)
+    report: dict[str, Any] = {"notes": notes}
+    doc = json.loads(json.dumps(doc))
+    for key, pts in points.items():
+        if len(pts) < 2:
+            report[key] = {"n": len(pts), "skipped": "fewer than two distinct shapes"}
+            continue
+        fit = fit_family(pts, hbm, tensor)
+        doc["kernel_families"][f"op:{key}"] = {
+            "latency_us": round(fit.latency_us, 4), "bw_eff": round(fit.bw_eff, 4), "tc_eff": round(fit.tc_eff, 4),
+            "fill_sat": fit.fill_sat,
+            "source": f"fitted to the device time of torch op {key!r} in {len(pts)} distinct shapes of kernels_real "
+                      f"eager traces (calibration split only)"}
+        report[key] = fit.residuals
+    doc["fit"]["op_families"] = report
+    return doc
+
+
+def scaled(profile: Profile, host_scale: float) -> Profile:
+    """The profile with every eager per-op host cost (API calls and per-family torch-op launches) ×
     ``host_scale``."""
-    fams = {n: f.model_copy(update={"latency_us": f.latency_us * device_scale, "bw_eff": f.bw_eff / device_scale,
-                                    "tc_eff": f.tc_eff / device_scale})
-            for n, f in profile.kernel_families.items()}
-    host = profile.host.model_copy(update={k: getattr(profile.host, k).model_copy(
-        update={"value": getattr(profile.host, k).value * host_scale}) for k in EAGER_HOST_KEYS})
-    return profile.model_copy(update={"kernel_families": fams, "host": host})
+    def times(fig: Any) -> Any:
+        return fig.model_copy(update={"value": fig.value * host_scale})
+
+    update: dict[str, Any] = {k: times(getattr(profile.host, k)) for k in EAGER_HOST_KEYS}
+    update["launch_by_family_us"] = {k: times(v) for k, v in profile.host.launch_by_family_us.items()}
+    return profile.model_copy(update={"host": profile.host.model_copy(update=update)})
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float, steps: int = 18) -> float:
@@ -168,14 +207,32 @@ def _log_loss(profile: Profile, cases: Sequence[dict[str, Any]]) -> float:
     return float(np.mean(np.square(errs))) if errs else 0.0
 
 
-def fit_layer_scales(profile: Profile, cases: Sequence[dict[str, Any]]) -> tuple[float, float]:
-    """(device_scale, host_scale) minimising the squared log error of the graph cases (device) and then
-    of the eager cases (host), on the cases given (the calibration split)."""
-    graph = [c for c in cases if c["mode"] == "graph"]
+def fit_host_scale(profile: Profile, cases: Sequence[dict[str, Any]]) -> float:
+    """The eager host-cost multiplier minimising the squared log error of the eager cases given (the
+    calibration split): the microbench's per-op host costs come from another process, and torch ops inside
+    the layer carry Python and dispatcher work the bare calls do not."""
     eager = [c for c in cases if c["mode"] == "eager"]
-    device = _golden(lambda s: _log_loss(scaled(profile, s, 1.0), graph), 0.5, 2.0) if graph else 1.0
-    host = _golden(lambda s: _log_loss(scaled(profile, device, s), eager), 0.25, 8.0) if eager else 1.0
-    return device, host
+    return _golden(lambda s: _log_loss(scaled(profile, s), eager), 0.25, 8.0) if eager else 1.0
+
+
+def _layer_gain_errors(profile: Profile, calib: Sequence[dict[str, Any]]) -> Any:
+    """``model -> relative errors`` of the multi_stream / sequential time ratio over the calibration split's
+    graph cases (the sequential times do not depend on the sharing model: predicted once); None if none."""
+    idx = {(c["preset"], c["tokens"], c["strategy"]): c for c in calib if c["mode"] == "graph"}
+    duos = [(c, idx[(p, t, "sequential")]) for (p, t, s), c in idx.items()
+            if s == "multi_stream" and (p, t, "sequential") in idx]
+    if not duos:
+        return None
+    seq_pred = [predict_case(profile, seq) for _, seq in duos]
+
+    def errors(model: Any) -> np.ndarray:
+        out = []
+        for (ms, seq), sp in zip(duos, seq_pred, strict=True):
+            ratio_pred = predict_case(profile, ms, model) / sp
+            ratio_meas = float(ms["median_us"]) / float(seq["median_us"])
+            out.append(ratio_pred / ratio_meas - 1.0)
+        return np.array(out)
+    return errors
 
 
 def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = DEFAULT_HOLDOUT_PRESETS,
@@ -213,43 +270,54 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         "ceilings": {"hbm_GBps": _fig(ceil["copy_GBps"], f"measured ({where}): {how}"),
                      "bf16_tflops": _fig(ceil["bf16_tflops"], f"measured ({where}): {how}")},
         "host": host, "kernel_families": fams,
+        "kernel_tables": {key: {"x": "rows per active expert (µs per active expert)" if key.startswith("grouped_mm")
+                                else "rows (M)" if not key.startswith("sort") else "elements",
+                                "points": pts,
+                                "source": f"measured solo times ({where}): graph-chain period minus node gap"}
+                          for key, pts in solo_tables(mb.get("solo") or [], host["node_gap_us"]["value"]).items()},
         "interference": {"form": "fluid", "params": {}, "source": "placeholder"},
         "link": {**base.link.model_dump(), "topology": f"NOT measured (one GPU); from {base.name}"},
         "measurements": files, "fit": {"kernel_families": fam_report},
         "notes": f"fitted by calibration.fit from {_rel(root)}",
     }
     profile = Profile.model_validate(doc)
-    say("fitting the sharing model on co-run pairs")
+    cases_path = find_file(root, "cases.json", "kernels_real")
+    calib: list[dict[str, Any]] = []
+    if cases_path.exists():
+        cases = [c for c in load_cases(root) if c.get("device", "cuda") != "cpu"]
+        calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
+        files.append(_rel(cases_path))
+        say("fitting per-op families on the calibration split's layer traces")
+        doc = _op_families(doc, profile, cases_path.parent, calib, hbm, tensor)
+        profile = Profile.model_validate(doc)
+    say("fitting the sharing model on co-run pairs" + (" and calibration-split layer gains" if calib else ""))
     pairs = pairs_from_corun(mb.get("corun") or [], profile)
     if len(pairs) >= 2:
-        sharing = fit_sharing(pairs)
+        sharing = fit_sharing(pairs, _layer_gain_errors(profile, calib) if calib else None)
         doc["interference"] = {"form": sharing["form"], "params": sharing["params"],
-                               "source": f"fitted to {len(pairs)} co-run pairs ({where}): {sharing['why']}"}
+                               "source": f"fitted to {len(pairs)} co-run pairs ({where})"
+                                         f"{' and the calibration split of cases.json' if calib else ''}: "
+                                         f"{sharing['why']}"}
         doc["fit"]["interference"] = sharing["comparison"]
     else:
         doc["interference"] = {"form": "fluid", "params": {},
                                "source": "NOT fitted (fewer than two co-run pairs): ideal fluid sharing"}
     profile = Profile.model_validate(doc)
-    cases_path = find_file(root, "cases.json", "kernels_real")
-    if cases_path.exists():
-        say("fitting layer-level scales on the calibration split of cases.json")
-        cases = [c for c in load_cases(root) if c.get("device", "cuda") != "cpu"]
-        calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
-        device, host_scale = fit_layer_scales(profile, calib)
-        profile = scaled(profile, device, host_scale)
-        files.append(_rel(cases_path))
+    if calib:
+        say("fitting the eager host-cost scale on the calibration split of cases.json")
+        host_scale = fit_host_scale(profile, calib)
+        profile = scaled(profile, host_scale)
         doc = json.loads(profile.model_dump_json())
         doc["fit"]["layer"] = {
-            "device_scale": round(device, 4), "host_scale": round(host_scale, 4),
-            "calibration_cases": len(calib), "holdout_presets": list(holdout_presets),
-            "holdout_tokens": list(holdout_tokens),
-            "how": "kernel families' solo times × device_scale (fitted on graph-mode calibration cases) and eager "
-                   "per-op host costs × host_scale (fitted on eager calibration cases); the held-out presets and "
-                   "token counts never enter the fit"}
-        for fam in doc["kernel_families"].values():
-            fam["source"] += f"; × {device:.3f} layer-level device scale"
+            "host_scale": round(host_scale, 4), "calibration_cases": len(calib),
+            "holdout_presets": list(holdout_presets), "holdout_tokens": list(holdout_tokens),
+            "how": "calibration split only (the held-out presets and token counts never enter a fit): per-op "
+                   "families from its eager traces, the sharing model's layer term from its graph multi_stream "
+                   "gains, and eager per-op host costs × host_scale from its eager layer times"}
         for key in EAGER_HOST_KEYS:
-            doc["host"][key]["source"] += f"; × {host_scale:.3f} layer-level host scale (torch ops cost more than add_)"
+            doc["host"][key]["source"] += f"; × {host_scale:.3f} layer-level host scale"
+        for fig in doc["host"]["launch_by_family_us"].values():
+            fig["source"] += f"; × {host_scale:.3f} layer-level host scale"
         doc["measurements"] = files
         profile = Profile.model_validate(doc)
     return profile

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.cost import elementwise_grid_share, gemm_grid_share, padded_flops
+from simulator.cost import elementwise_grid_share, gemm_grid_share, padded_flops, table_key
 from simulator.profile import KernelFamily
 
 FILL_SAT_GRID = (0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0)
@@ -189,3 +189,39 @@ def elems_per_block_from_grids(records: Sequence[dict[str, Any]], family: str) -
         if blocks > 0 and elements > 0:
             ratios.append(elements / blocks)
     return int(max(1, round(float(np.median(ratios))))) if ratios else None
+
+
+def _table_entry(shape: dict[str, Any]) -> tuple[str, float, float] | None:
+    """(table key, x, count) of a microbench solo shape, keyed as the workload builder keys the layer's
+    kernels (``simulator.cost.table_key``); None for shapes the layer has no kernel of."""
+    op = shape["op"]
+    if op == "mm":
+        return table_key("mm", K=shape["K"], N=shape["N"]), shape["M"], 1.0
+    if op == "grouped_mm":
+        counts = shape["counts"]
+        active = sum(1 for c in counts if c > 0)
+        return (table_key("grouped_mm", K=shape["K"], N=shape["N"]), sum(counts) / active, active) if active else None
+    if op in ("silu", "mul", "add"):
+        return table_key(op, N=shape["N"]), shape["M"], 1.0
+    if op == "topk":
+        return table_key("topk", E=shape["E"], k=shape["k"]), shape["M"], 1.0
+    if op == "sort":
+        return table_key("sort"), shape["n"], 1.0
+    if op == "index_select":
+        return table_key("index_select", N=shape["N"]), shape["M"] * shape["k"], 1.0
+    return None
+
+
+def solo_tables(records: Sequence[dict[str, Any]], node_gap_us: float) -> dict[str, list[tuple[float, float]]]:
+    """Measured solo times per table key: sorted ``(x, µs per count)`` points (duplicates averaged), µs =
+    the graph-chain period minus the node gap, as ``solo_points`` takes it. Grouped GEMMs: x = rows per
+    active expert, µs per active expert."""
+    acc: dict[str, dict[float, list[float]]] = {}
+    for r in records:
+        entry = _table_entry(r["shape"]) if r.get("median_us") else None
+        if entry is None:
+            continue
+        key, x, count = entry
+        dur = max(r["median_us"] - node_gap_us, 0.5 * r["median_us"])
+        acc.setdefault(key, {}).setdefault(float(x), []).append(dur / count)
+    return {key: sorted((x, float(np.mean(v))) for x, v in pts.items()) for key, pts in sorted(acc.items())}

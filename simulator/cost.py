@@ -1,4 +1,12 @@
-"""Solo kernel cost from shape: a roofline times fitted per-family efficiencies, plus a fixed latency.
+"""Solo kernel cost from shape: a measured table where the profile has one for the kernel's shape, else a
+roofline times fitted per-family efficiencies, plus a fixed latency.
+
+A ``KernelSpec`` may name the torch op it is (``op_key``): where no table applies, a profile family
+``op:KEY`` (fitted to that op's device time in traces of the real layer) then replaces the generic family.
+Table lookup: a ``KernelSpec`` may name a table (``table_key``) and its size ``x``; the solo time is then
+``count`` × the table's time at ``x``, interpolated linearly in log(x)–log(µs) between measured points and
+extrapolated with the end segment's log-log slope clamped to [0, 1] (time never falls with size and grows at
+most in proportion). Otherwise:
 
 ``dur = latency + max(bytes / (B·bw_eff·f), flops' / (C·tc_eff·f))`` where B and C are the profile's HBM
 and bf16 tensor ceilings, f = min(1, sm / fill_sat) the share of the peak rates a grid filling ``sm`` of the
@@ -9,6 +17,7 @@ carries ``bw = bytes / dur / B`` and ``tc = flops' / dur / C``: what the kernel 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.ir import Launch
@@ -28,6 +37,35 @@ class KernelSpec:
     rows: int | None = None
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    table: str | None = None
+    x: float = 0.0
+    count: float = 1.0
+    op_key: str | None = None
+
+
+def table_key(op: str, **dims: int) -> str:
+    """Name of a measured table: the op and its fixed dims, e.g. ``mm K=7168 N=4096``."""
+    return " ".join([op, *(f"{k}={int(v)}" for k, v in sorted(dims.items()))])
+
+
+def table_time(points: Sequence[tuple[float, float]], x: float) -> float:
+    """µs at ``x`` from sorted ``(x, µs)`` points (log-log; see the module docstring)."""
+    if len(points) == 1 or x <= 0:
+        return points[0][1]
+    lx = math.log(x)
+    logs = [(math.log(px), math.log(py)) for px, py in points]
+    if lx <= logs[0][0]:
+        (x0, y0), (x1, y1) = logs[0], logs[1]
+    elif lx >= logs[-1][0]:
+        (x0, y0), (x1, y1) = logs[-2], logs[-1]
+    else:
+        i = next(i for i in range(1, len(logs)) if lx <= logs[i][0])
+        (x0, y0), (x1, y1) = logs[i - 1], logs[i]
+        slope = (y1 - y0) / (x1 - x0) if x1 > x0 else 0.0
+        return math.exp(y0 + slope * (lx - x0))
+    slope = min(1.0, max(0.0, (y1 - y0) / (x1 - x0))) if x1 > x0 else 0.0
+    anchor_x, anchor_y = (x0, y0) if lx <= x0 else (x1, y1)
+    return math.exp(anchor_y + slope * (lx - anchor_x))
 
 
 @dataclass(frozen=True)
@@ -56,13 +94,28 @@ def solo_time(fam: KernelFamily, flops: float, nbytes: float, sm: float, rows: i
 
 def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     """Solo duration and resource demand of a kernel under a profile."""
-    fam = profile.family(spec.family)
+    table = profile.kernel_tables.get(spec.table) if spec.table else None
+    op_fam = profile.kernel_families.get(f"op:{spec.op_key}") if spec.op_key and table is None else None
+    fam = op_fam or profile.family(spec.family)
     hbm, tensor = profile.hbm_bytes_per_us, profile.tensor_flops_per_us
-    dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
+    if table is not None:
+        dur = spec.count * table_time(table.points, spec.x)
+    else:
+        dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
     busy = max(dur, 1e-9)
     tc = padded_flops(spec.flops, spec.rows, fam.tile_m) / busy / tensor
-    return KernelCost(dur_us=dur, sm=min(1.0, max(spec.sm, 0.0)), bw=min(1.0, spec.bytes / busy / hbm),
+    return KernelCost(dur_us=dur, sm=resident_share(fam, spec.sm, spec.rows), bw=min(1.0, spec.bytes / busy / hbm),
                       tc=min(1.0, tc))
+
+
+def resident_share(fam: KernelFamily, sm: float, rows: int | None) -> float:
+    """Share of the SMs' resources a running kernel holds (its ``sm`` demand), per the family's ``resident``."""
+    if fam.resident == "full":
+        return 1.0
+    share = min(1.0, max(sm, 0.0))
+    if fam.resident == "rows" and rows:
+        share *= min(1.0, rows / fam.tile_m)
+    return share
 
 
 def gemm_grid_share(rows: int, cols: int, fam: KernelFamily, sm_count: int, groups: int = 1,
@@ -92,6 +145,9 @@ class CostModel:
         return kernel_cost(spec, self.profile)
 
     def launch(self, spec: KernelSpec, stream: str, region: str | None = None) -> Launch:
+        """The costed launch; its eager host cost is the profile's per-family figure where it has one."""
         c = self.cost(spec)
+        host = self.profile.host.launch_by_family_us.get(spec.family)
         return Launch(kernel=spec.name, stream=stream, dur_us=c.dur_us, sm=c.sm, bw=c.bw, tc=c.tc,
-                      reads=spec.reads, writes=spec.writes, family=spec.family, region=region)
+                      reads=spec.reads, writes=spec.writes, family=spec.family, region=region,
+                      host_us=host.value if host is not None else None)

@@ -1,8 +1,18 @@
-"""Alternative sharing form: a fitted pairwise slowdown regression (the fluid model is in ``sharing``).
+"""Alternative sharing forms (the fluid model is in ``sharing``); each is a ``SharingModel``.
 
-While kernels overlap, kernel i progresses at ``1 / (1 + Σ_j≠i (bw·bw_i·bw_j + sm·sm_i·sm_j + tc·tc_i·tc_j))``
-where (sm, bw, tc) are the solo demands; alone it runs at its solo speed. The three coefficients are fitted
-on co-run measurements (``calibration.fit_sharing``).
+``SlowdownSharing``: a fitted pairwise slowdown regression. While kernels overlap, kernel i progresses at
+``1 / (1 + Σ_j≠i (bw·bw_i·bw_j + sm·sm_i·sm_j + tc·tc_i·tc_j))`` where (sm, bw, tc) are the solo demands.
+
+``ResidencySharing``: SMs go by residency, bandwidth by fluid sharing. The engine passes the running kernels in
+start order; an earlier kernel keeps the SMs its resident blocks hold, a later one gets the SMs left over
+(its rate is capped at free / needed, but never below ``floor``: blocks of a later kernel still slip in as
+the earlier kernel's blocks retire or leave room). Under those caps, HBM bandwidth (capacity ``bw_capacity``
+while kernels overlap) and the tensor rate are shared max-min fairly. ``contention`` slows every kernel by
+1 / (1 + contention × min(1, the others' bandwidth demand)) on top: memory latency grows under a loaded HBM,
+which hurts small latency-bound kernels that a pure bandwidth share would leave untouched.
+
+Alone, a kernel always runs at its solo speed (rate 1). Parameters are fitted on co-run measurements
+(``calibration.fit_sharing``).
 """
 
 from __future__ import annotations
@@ -28,3 +38,58 @@ class SlowdownSharing:
                        for j, (s_j, b_j, t_j) in enumerate(demands) if j != i)
             out.append(1.0 / (1.0 + max(load, 0.0)))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ResidencySharing:
+    floor: float = 0.1
+    bw_capacity: float = 1.0
+    tc_capacity: float = 1.0
+    contention: float = 0.0
+
+    def rates(self, demands: Sequence[Demand]) -> list[float]:
+        if len(demands) < 2:
+            return [1.0] * len(demands)
+        caps = sm_caps(demands, self.floor)
+        if self.contention:
+            total = sum(d[1] for d in demands)
+            caps = [c / (1.0 + self.contention * min(1.0, total - d[1])) for c, d in zip(caps, demands, strict=True)]
+        return capped_fill(demands, caps, (self.bw_capacity, self.tc_capacity))
+
+
+def sm_caps(demands: Sequence[Demand], floor: float) -> list[float]:
+    """Per kernel (in start order) the rate its SM share allows: 1 if the SMs it needs are still free,
+    else free / needed, at least ``floor``; the SMs a kernel holds are its need × that rate."""
+    caps, held = [], 0.0
+    for sm, _, _ in demands:
+        free = max(0.0, 1.0 - held)
+        cap = 1.0 if sm <= free + 1e-12 else max(floor, free / sm)
+        caps.append(cap)
+        held += sm * cap
+    return caps
+
+
+def capped_fill(demands: Sequence[Demand], caps: Sequence[float], capacity: tuple[float, float]) -> list[float]:
+    """Max-min fair rates r_i ≤ caps_i with Σ bw_i·r_i ≤ capacity[0] and Σ tc_i·r_i ≤ capacity[1]."""
+    n = len(demands)
+    rates = [0.0] * n
+    frozen = [False] * n
+    left = list(capacity)
+    level = 0.0
+    while not all(frozen):
+        live = [i for i in range(n) if not frozen[i]]
+        step = min(caps[i] for i in live) - level
+        use = [sum(demands[i][j + 1] for i in live) for j in range(2)]
+        saturated = -1
+        for j in range(2):
+            if use[j] > 0 and left[j] / use[j] < step:
+                step, saturated = left[j] / use[j], j
+        step = max(step, 0.0)
+        level += step
+        for j in range(2):
+            left[j] -= step * use[j]
+        for i in live:
+            if caps[i] <= level + 1e-12 or (saturated >= 0 and demands[i][saturated + 1] > 0):
+                rates[i] = min(level, caps[i])
+                frozen[i] = True
+    return [max(r, 1e-12) for r in rates]

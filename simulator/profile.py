@@ -68,6 +68,9 @@ class HostFigures(_Model):
     node_gap_us: Figure
     kernel_gap_us: Figure
     queue_depth: int = Field(1024, ge=1)
+    launch_by_family_us: dict[str, Figure] = Field(
+        {}, description="eager host cost of one torch op launching a kernel of that family (dispatcher and "
+                        "Python included); families not listed cost launch_us")
 
     def costs(self, mode: Mode = "eager") -> HostCosts:
         """The engine's ``HostCosts``. ``eager``: every figure as measured. ``graph``: for a program whose
@@ -102,13 +105,26 @@ class KernelFamily(_Model):
     tile_n: int = Field(128, ge=1, description="column tile of the GEMM kernels (grid size)")
     split_k_depth: int = Field(0, ge=0, description="K depth per split of a split-K GEMM (0: no split-K)")
     elems_per_block: int = Field(4096, ge=1, description="elements one block handles (elementwise grid)")
+    resident: Literal["grid", "rows", "full"] = Field(
+        "grid", description="SM resources a running kernel holds (its sharing demand): its grid share; the grid "
+                            "share × min(1, rows / tile_m) (thin-tile GEMMs leave room beside their blocks); or "
+                            "all SMs (persistent full-SM blocks)")
+    source: str = Field(min_length=1)
+
+
+class KernelTable(_Model):
+    """Measured solo times of one kernel shape family (fixed dims), as a function of one size ``x``:
+    sorted ``(x, µs)`` points, looked up log-log (see ``simulator.cost.table_time``)."""
+
+    x: str = Field(min_length=1, description="what x is, e.g. 'M (rows)'")
+    points: list[tuple[float, float]] = Field(min_length=1)
     source: str = Field(min_length=1)
 
 
 class Interference(_Model):
     """How concurrent kernels share the device: a form and its parameters."""
 
-    form: Literal["fluid", "slowdown"] = "fluid"
+    form: Literal["fluid", "slowdown", "residency"] = "fluid"
     params: dict[str, float] = {}
     source: str = Field(min_length=1)
 
@@ -118,9 +134,9 @@ class Interference(_Model):
             from simulator.sharing import FluidSharing
 
             return FluidSharing(**self.params)
-        from simulator.interference import SlowdownSharing
+        from simulator.interference import ResidencySharing, SlowdownSharing
 
-        return SlowdownSharing(**self.params)
+        return (ResidencySharing if self.form == "residency" else SlowdownSharing)(**self.params)
 
 
 class Link(_Model):
@@ -140,6 +156,7 @@ class Profile(_Model):
     ceilings: Ceilings
     host: HostFigures
     kernel_families: dict[str, KernelFamily]
+    kernel_tables: dict[str, KernelTable] = {}
     interference: Interference
     link: Link
     measurements: list[str] = []

@@ -13,6 +13,8 @@ from simulator.cost import (
     gemm_grid_share,
     kernel_cost,
     padded_flops,
+    table_key,
+    table_time,
 )
 from simulator.profile import KernelFamily, Profile, load_profile
 
@@ -77,3 +79,37 @@ def test_cost_model_launch() -> None:
     assert op.stream == "main" and op.family == "f" and op.region == "r"
     assert op.reads == ("a",) and op.writes == ("b",)
     assert 0 < op.bw <= 1 and op.dur_us > 260
+
+
+def test_table_time_log_log() -> None:
+    pts = [(1.0, 10.0), (4.0, 20.0), (16.0, 80.0)]
+    assert table_time(pts, 4.0) == pytest.approx(20.0)
+    assert table_time(pts, 2.0) == pytest.approx(10.0 * 2**0.5)  # slope ½ between 1 and 4: 10·2^½
+    assert table_time(pts, 8.0) == pytest.approx(40.0)  # slope 1 between 4 and 16
+    assert table_time(pts, 64.0) == pytest.approx(320.0)  # beyond: the end slope (1)
+    assert table_time(pts, 0.25) == pytest.approx(10.0 / 2)  # below: the first slope (½)
+    assert table_time([(1.0, 5.0), (2.0, 4.0)], 8.0) == pytest.approx(4.0)  # a falling end: flat outside
+    assert table_time([(1.0, 1.0), (2.0, 8.0)], 4.0) == pytest.approx(16.0)  # a steep end: at most linear
+    assert table_time([(3.0, 7.0)], 100.0) == 7.0
+
+
+def test_table_and_op_family_precedence() -> None:
+    doc = json.loads(_profile().model_dump_json())
+    doc["kernel_tables"] = {table_key("mm", K=8, N=4): {"x": "M", "points": [[1, 5.0], [4, 10.0]], "source": "t"}}
+    doc["kernel_families"]["op:thing"] = {"latency_us": 7.0, "bw_eff": 1.0, "tc_eff": 1.0, "source": "t"}
+    p = Profile.model_validate(doc)
+    assert table_key("mm", N=4, K=8) == "mm K=8 N=4"
+    spec = KernelSpec("k", "f", bytes=0.0, table="mm K=8 N=4", x=4, count=3.0, op_key="thing")
+    assert kernel_cost(spec, p).dur_us == pytest.approx(30.0)  # the table wins, × count
+    no_table = KernelSpec("k", "f", bytes=0.0, table="mm K=9 N=4", x=4, op_key="thing")
+    assert kernel_cost(no_table, p).dur_us == pytest.approx(7.0)  # then the op's own family
+    assert kernel_cost(KernelSpec("k", "f", bytes=0.0, op_key="other"), p).dur_us == pytest.approx(3.0)
+
+
+def test_resident_share() -> None:
+    rows = _profile(resident="rows")
+    assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=1.0, rows=16), rows).sm == pytest.approx(16 / 64)
+    assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=0.5, rows=640), rows).sm == pytest.approx(0.5)
+    full = _profile(resident="full")
+    assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=0.1), full).sm == 1.0
+    assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=0.1, rows=1), _profile()).sm == pytest.approx(0.1)

@@ -20,6 +20,7 @@ from simulator.workloads.moe_layer import (
     expected_touched_experts,
     moe_layer_program,
     split_tokens,
+    touched_experts,
 )
 from simulator.workloads.presets import PRESETS, get_preset
 
@@ -40,6 +41,18 @@ def test_expected_touched_experts() -> None:
     assert expected_touched_experts(2, 1, 2) == pytest.approx(1.5)
     assert expected_touched_experts(64, 6, 10_000) == pytest.approx(64)
     assert expected_touched_experts(64, 6, 0) == 0
+
+
+def test_touched_experts_under_the_biased_router() -> None:
+    v3, qwen = get_preset("deepseek_v3"), get_preset("qwen2_57b_a14b")
+    assert touched_experts(v3, 1) == 8  # one token: exactly top-k distinct experts
+    assert touched_experts(qwen, 64) == pytest.approx(expected_touched_experts(64, 8, 64))  # softmax: uniform
+    hits = [touched_experts(v3, t) for t in (2, 16, 64, 1024)]
+    assert hits == sorted(hits) and 8 < hits[0] <= 16 and hits[-1] <= 256
+    # a fixed per-expert bias concentrates the choice: fewer experts than uniform picks would hit
+    assert hits[2] < 0.8 * expected_touched_experts(256, 8, 64)
+    # one group (Kimi-K2): the group step is a no-op, the bias still concentrates
+    assert touched_experts(get_preset("kimi_k2"), 64) < 0.8 * expected_touched_experts(384, 8, 64)
 
 
 def test_split_tokens() -> None:

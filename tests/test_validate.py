@@ -31,8 +31,7 @@ def _cli(module, argv: list[str]) -> int:
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_measurements(tmp_path_factory.mktemp("m") / "run", truth_profile(), CASES, device_scale=1.05,
-                              host_scale=1.3)
+    return write_measurements(tmp_path_factory.mktemp("m") / "run", truth_profile(), CASES, host_scale=1.3)
 
 
 def test_split_of() -> None:
@@ -67,7 +66,7 @@ def test_truth_profile_validates_exactly(folder: Path) -> None:
     from calibration.fit import scaled
 
     cases = load_cases(folder)
-    report = evaluate(scaled(truth_profile(), 1.05, 1.3), cases)
+    report = evaluate(scaled(truth_profile(), 1.3), cases)
     assert report["median_abs_error"] < 1e-9
     assert all(r["split"] == "validation" for r in report["cases"])
     assert report["per_mode"]["graph"]["n"] == len([c for c in cases if c["mode"] == "graph"])

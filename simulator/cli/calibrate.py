@@ -87,6 +87,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"  sharing: {profile.interference.form} {profile.interference.params} — {profile.interference.source}")
     layer = profile.fit.get("layer")
     if layer:
-        print(f"  layer scales: device × {layer['device_scale']}, eager host × {layer['host_scale']} "
-              f"({layer['calibration_cases']} calibration cases)")
+        print(f"  eager host scale × {layer['host_scale']} ({layer['calibration_cases']} calibration cases; held out: "
+              f"presets {layer['holdout_presets']}, tokens {layer['holdout_tokens']})")
     return 0

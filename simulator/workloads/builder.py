@@ -27,7 +27,8 @@ from simulator.ir import (
 class ProgramBuilder:
     """Collects one host thread's ops. Kernels may be given as ``Launch`` ops or as ``KernelSpec``s (costed
     with ``cost``). ``current`` is the host's current stream (``set_stream`` changes it); ops that take no
-    explicit stream use it. ``region`` (see :meth:`in_region`) tags launches with an annotation range."""
+    explicit stream use it. ``region`` (see :meth:`in_region`) tags launches with an annotation range.
+    ``specs`` keeps the ``KernelSpec``s costed so far, in launch order (for fits against measured ops)."""
 
     def __init__(self, name: str | None = None, host: HostCosts | None = None,
                  cost: CostModel | None = None, main: str = "main",
@@ -37,6 +38,7 @@ class ProgramBuilder:
         self.cost = cost
         self.streams: dict[str, StreamSpec] = {main: StreamSpec(kind=main_kind)}
         self.ops: list = []
+        self.specs: list[KernelSpec] = []
         self.current = main
         self.region: str | None = None
         self._counters: dict[str, int] = {}
@@ -68,6 +70,7 @@ class ProgramBuilder:
             if self.cost is None:
                 raise InputError(f"kernel {kernel.name!r} has no duration and the builder has no cost model")
             op = self.cost.launch(kernel, target, self.region)
+            self.specs.append(kernel)
         else:
             op = kernel.model_copy(update={"stream": target, "region": kernel.region or self.region})
         self.ops.append(op)

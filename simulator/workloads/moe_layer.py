@@ -21,8 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from simulator.cost import CostModel, KernelSpec, elementwise_grid_share, gemm_grid_share
+import numpy as np
+
+from simulator.cost import CostModel, KernelSpec, elementwise_grid_share, gemm_grid_share, table_key
 from simulator.errors import InputError
 from simulator.ir import Program
 from simulator.profile import Profile
@@ -40,6 +43,40 @@ def expected_touched_experts(experts: int, top_k: int, tokens: int) -> float:
     if tokens <= 0:
         return 0.0
     return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+
+
+ROUTER_BIAS_STD = 0.1  # kernels_real.layer.MoEWeights.random: correction bias ~ N(0, 0.1²)
+ROUTER_SAMPLES = 16
+
+
+@lru_cache(maxsize=256)
+def _grouped_sigmoid_touched(experts: int, n_group: int, topk_group: int, top_k: int, tokens: int) -> float:
+    """Mean distinct experts hit by ``tokens`` tokens under kernels_real's random ``grouped_sigmoid`` router:
+    logits ≈ i.i.d. N(0, 1) (unit-variance input times a gate scaled by hidden^-½), a correction bias fixed
+    per expert ~ N(0, 0.1²); the bias concentrates the choice, so fewer experts are hit than uniformly.
+    Seeded Monte-Carlo over ``ROUTER_SAMPLES`` draws of the bias and the logits."""
+    rng = np.random.default_rng(12345)
+    per_group = experts // n_group
+    hits = []
+    for _ in range(ROUTER_SAMPLES):
+        bias = rng.normal(0.0, ROUTER_BIAS_STD, experts)
+        choice = 1.0 / (1.0 + np.exp(-rng.normal(0.0, 1.0, (tokens, experts)))) + bias
+        grouped = choice.reshape(tokens, n_group, per_group)
+        group_scores = np.sort(grouped, axis=-1)[:, :, -min(2, per_group):].sum(-1)
+        keep = np.argsort(-group_scores, axis=1)[:, :topk_group]
+        mask = np.zeros((tokens, n_group), dtype=bool)
+        np.put_along_axis(mask, keep, True, axis=1)
+        masked = np.where(np.repeat(mask, per_group, axis=1), choice, -np.inf)
+        hits.append(len(np.unique(np.argpartition(-masked, top_k - 1, axis=1)[:, :top_k])))
+    return float(np.mean(hits))
+
+
+def touched_experts(dims: MoEDims, tokens: int) -> float:
+    """Expected distinct routed experts hit by ``tokens`` tokens in kernels_real's layer: uniform for routers
+    without a bias (softmax, top-k sigmoid), the biased Monte-Carlo estimate for ``grouped_sigmoid``."""
+    if dims.router != "grouped_sigmoid" or tokens <= 1:
+        return min(expected_touched_experts(dims.n_experts, dims.top_k, tokens), float(dims.n_experts))
+    return _grouped_sigmoid_touched(dims.n_experts, dims.n_group, dims.topk_group, dims.top_k, min(tokens, 4096))
 
 
 @dataclass(frozen=True)
@@ -97,8 +134,11 @@ class _Emitter:
 
     def op(self, name: str, family: str, nbytes: float, reads: Sequence[str], writes: Sequence[str], *,
            elements: float = 0, flops: float = 0.0, gemm: tuple[int, int, int] | None = None,
-           groups: float = 1, stream: str | None = None) -> str:
-        """Launch one op; ``gemm`` = (rows per group, K, N). Returns the first written buffer."""
+           groups: float = 1, stream: str | None = None,
+           table: tuple[str, float, float] | None = None, op_key: str | None = None) -> str:
+        """Launch one op; ``gemm`` = (rows per group, K, N); ``table`` = (measured-table key, x, count) for
+        the cost model's lookup; ``op_key`` names the torch op (default: ``name``; GEMMs: none, they are
+        looked up in measured tables). Returns the first written buffer."""
         fam = self.profile.family(family)
         sms = self.profile.hardware.sm_count
         if gemm is not None:
@@ -106,27 +146,35 @@ class _Emitter:
             sm = gemm_grid_share(m, n, fam, sms, groups=max(1, round(groups)), depth=k)
         else:
             sm = elementwise_grid_share(elements, fam, sms)
+        key, x, count = table or (None, 0.0, 1.0)
         spec = KernelSpec(name=name, family=family, flops=flops, bytes=nbytes, sm=sm,
-                          rows=gemm[0] if gemm else None, reads=tuple(reads), writes=tuple(writes))
+                          rows=gemm[0] if gemm else None, reads=tuple(reads), writes=tuple(writes),
+                          table=key, x=x, count=count,
+                          op_key=op_key or (None if gemm is not None and family != "gemm_fp32" else name))
         self.b.launch(spec, stream)
         return writes[0] if writes else ""
 
     def ew(self, name: str, elements: float, bytes_per_elem: float, reads: Sequence[str],
-           writes: Sequence[str], stream: str | None = None, family: str = "elementwise") -> str:
+           writes: Sequence[str], stream: str | None = None, family: str = "elementwise",
+           rows_cols: tuple[int, int] | None = None, op_key: str | None = None) -> str:
+        """An elementwise op; ``rows_cols`` (a contiguous bf16 silu / mul / add of that shape) names its
+        measured table (``silu_and_mul``'s ops read strided halves: they have none)."""
+        table = (table_key(name, N=rows_cols[1]), rows_cols[0], 1.0) if rows_cols else None
         return self.op(name, family, elements * bytes_per_elem, reads, writes, elements=elements,
-                       stream=stream)
+                       stream=stream, table=table, op_key=op_key)
 
     def linear(self, name: str, x: str, k: int, n: int, out: str, stream: str | None = None,
                width: int | None = None, family: str = "gemm") -> str:
         w, t = width or self.w, self.t
+        table = (table_key("mm", K=k, N=n), t, 1.0) if family == "gemm" else None
         return self.op(name, family, w * (t * k + k * n + t * n), [x], [out], flops=2.0 * t * k * n,
-                       gemm=(t, k, n), stream=stream)
+                       gemm=(t, k, n), stream=stream, table=table)
 
     # --- routed path -------------------------------------------------------------------------------
     def gate(self, x: str) -> tuple[str, str]:
         """``F.linear(x.float(), gate)`` and ``route``: returns (ids, weights) buffers."""
         d, t = self.d, self.t
-        xf = self.ew("to_float", t * d.hidden, self.w + F32, [x], [self.buf("x_f32")])
+        xf = self.ew("to_float", t * d.hidden, self.w + F32, [x], [self.buf("x_f32")], op_key="cast")
         logits = self.linear("router_gemm", xf, d.hidden, d.n_experts, self.buf("logits"), width=F32,
                              family="gemm_fp32")
         return self.route(logits)
@@ -153,7 +201,7 @@ class _Emitter:
 
     def topk(self, name: str, rows: int, width: int, k: int, src: str, writes: Sequence[str]) -> None:
         self.op(name, "topk", F32 * rows * width + (F32 + I64) * rows * k, [src], writes,
-                elements=rows * width)
+                elements=rows * width)  # sorted top-k (two kernels); the microbench's is unsorted: no table
 
     def grouped_sigmoid(self, logits: str, ids: str, wts: str) -> None:
         """DeepSeek-V3 ``noaux_tc``, op by op as ``kernels_real.routing._grouped_sigmoid``."""
@@ -182,7 +230,8 @@ class _Emitter:
         d, t, h, i, w = self.d, self.t, self.d.hidden, self.d.moe_intermediate, self.w
         rows = t * k
         order, sorted_ids = self.buf("order"), self.buf("sorted_ids")
-        self.op("sort", "sort", 3 * I64 * rows, [ids], [sorted_ids, order], elements=rows)
+        self.op("sort", "sort", 3 * I64 * rows, [ids], [sorted_ids, order], elements=rows,
+                table=(table_key("sort"), rows, 1.0))
         ones = self.ew("ones_like", rows, I32, [], [self.buf("ones")])
         counts = self.ew("zeros", n_groups, I32, [], [self.buf("counts")])
         self.op("scatter_add", "reduction", (I64 + I32) * rows + I32 * n_groups, [ids, ones, counts],
@@ -191,33 +240,35 @@ class _Emitter:
                           elements=n_groups)
         token = self.ew("div_index", rows, 2 * I64, [order], [self.buf("token")])
         xs = self.op("index_select", "gather", w * 2 * rows * h + I64 * rows, [x, token], [self.buf("x_sorted")],
-                     elements=rows * h)
-        touched = min(expected_touched_experts(d.n_experts, d.top_k, t), d.n_experts) + (n_groups - d.n_experts)
+                     elements=rows * h, table=(table_key("index_select", N=h), rows, 1.0))
+        touched = touched_experts(d, t) + (n_groups - d.n_experts)
         per_group = max(1, round(rows / max(touched, 1.0)))
         gu = self.op("grouped_mm_gate_up", "grouped_gemm",
                      w * (rows * h + touched * h * 2 * i + rows * 2 * i) + I32 * n_groups, [xs, offsets],
                      [self.buf("gate_up")], flops=2.0 * rows * h * 2 * i, gemm=(per_group, h, 2 * i),
-                     groups=touched)
-        act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")])
-        act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")])
+                     groups=touched, table=(table_key("grouped_mm", K=h, N=2 * i), rows / touched, touched))
+        act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")], op_key="act_silu")
+        act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")], op_key="act_mul")
         y = self.op("grouped_mm_down", "grouped_gemm",
                     w * (rows * i + touched * i * h + rows * h) + I32 * n_groups, [act, offsets],
-                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=touched)
+                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=touched,
+                    table=(table_key("grouped_mm", K=i, N=h), rows / touched, touched))
         scale = self.op("index_select", "gather", (2 * F32 + I64) * rows, [wts, order], [self.buf("scale")],
                         elements=rows)
         out = self.ew("zeros", t * h, F32, [], [self.buf("combine_f32")])
-        yf = self.ew("to_float", rows * h, w + F32, [y], [self.buf("down_f32")])
-        yf = self.ew("mul", rows * h, 2 * F32 + F32 / h, [yf, scale], [self.buf("down_scaled")])
+        yf = self.ew("to_float", rows * h, w + F32, [y], [self.buf("down_f32")], op_key="cast")
+        yf = self.ew("mul", rows * h, 2 * F32 + F32 / h, [yf, scale], [self.buf("down_scaled")],
+                     op_key="combine_mul")
         self.op("index_add", "reduction", F32 * (rows * h + 2 * t * h) + I64 * rows, [yf, token, out], [out],
                 elements=rows * h)
-        return self.ew("to_bf16", t * h, F32 + w, [out], [self.buf("routed_out")])
+        return self.ew("to_bf16", t * h, F32 + w, [out], [self.buf("routed_out")], op_key="cast")
 
     def fused_weights(self, x: str, ids: str, wts: str) -> tuple[str, str]:
         """``MoELayer._fused``: append the shared pseudo-experts to the ids and weights."""
         d, t, s = self.d, self.t, self.d.fused_shared_chunks
         if d.shared_gate:
             g = self.linear("shared_gate_gemm", x, d.hidden, 1, self.buf("shared_gate_logit"))
-            g = self.ew("to_float", t, self.w + F32, [g], [self.buf("shared_gate_f32")])
+            g = self.ew("to_float", t, self.w + F32, [g], [self.buf("shared_gate_f32")], op_key="cast")
             sw = self.ew("sigmoid", t, 2 * F32, [g], [self.buf("shared_weight")])
         else:
             sw = self.ew("ones", t * s, F32, [], [self.buf("shared_weight")])
@@ -231,17 +282,18 @@ class _Emitter:
     def shared(self, x: str, stream: str | None = None) -> str:
         d, t, w, width = self.d, self.t, self.w, self.d.shared_total
         gu = self.linear("shared_gemm_gate_up", x, d.hidden, 2 * width, self.buf("shared_gate_up"), stream)
-        act = self.ew("silu", t * width, 2 * w, [gu], [self.buf("shared_silu")], stream)
-        act = self.ew("mul", t * width, 3 * w, [act, gu], [self.buf("shared_act")], stream)
+        act = self.ew("silu", t * width, 2 * w, [gu], [self.buf("shared_silu")], stream, op_key="act_silu")
+        act = self.ew("mul", t * width, 3 * w, [act, gu], [self.buf("shared_act")], stream, op_key="act_mul")
         y = self.linear("shared_gemm_down", act, width, d.hidden, self.buf("shared_out"), stream)
         if d.shared_gate:
             g = self.linear("shared_gate_gemm", x, d.hidden, 1, self.buf("shared_gate_logit"), stream)
             g = self.ew("sigmoid", t, 2 * w, [g], [self.buf("shared_gate")], stream)
-            y = self.ew("mul", t * d.hidden, 2 * w + w / d.hidden, [y, g], [self.buf("shared_gated")], stream)
+            y = self.ew("mul", t * d.hidden, 2 * w + w / d.hidden, [y, g], [self.buf("shared_gated")], stream,
+                        op_key="gate_mul")
         return y
 
     def add(self, a: str, c: str, out: str) -> str:
-        return self.ew("add", self.t * self.d.hidden, 3 * self.w, [a, c], [out])
+        return self.ew("add", self.t * self.d.hidden, 3 * self.w, [a, c], [out], rows_cols=(self.t, self.d.hidden))
 
 
 def split_tokens(tokens: int, micro_batches: int) -> list[int]:
