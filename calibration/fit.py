@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.fit_kernels import elems_per_block_from_grids, fit_family, solo_points, solo_tables
+from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from calibration.validate import (
@@ -223,12 +223,12 @@ def _layer_gain_errors(profile: Profile, calib: Sequence[dict[str, Any]]) -> Any
             if s == "multi_stream" and (p, t, "sequential") in idx]
     if not duos:
         return None
-    seq_pred = [predict_case(profile, seq) for _, seq in duos]
+    seq_pred = [predict_case(profile, seq, quick=True) for _, seq in duos]
 
     def errors(model: Any) -> np.ndarray:
         out = []
         for (ms, seq), sp in zip(duos, seq_pred, strict=True):
-            ratio_pred = predict_case(profile, ms, model) / sp
+            ratio_pred = predict_case(profile, ms, model, quick=True) / sp
             ratio_meas = float(ms["median_us"]) / float(seq["median_us"])
             out.append(ratio_pred / ratio_meas - 1.0)
         return np.array(out)
@@ -272,9 +272,10 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         "host": host, "kernel_families": fams,
         "kernel_tables": {key: {"x": "rows per active expert (µs per active expert)" if key.startswith("grouped_mm")
                                 else "rows (M)" if not key.startswith("sort") else "elements",
-                                "points": pts,
-                                "source": f"measured solo times ({where}): graph-chain period minus node gap"}
-                          for key, pts in solo_tables(mb.get("solo") or [], host["node_gap_us"]["value"]).items()},
+                                **table,
+                                "source": f"measured solo times ({where}): graph-chain period minus node gap; "
+                                          f"points within {MERGE_X}x in x averaged"}
+                          for key, table in solo_tables(mb.get("solo") or [], host["node_gap_us"]["value"]).items()},
         "interference": {"form": "fluid", "params": {}, "source": "placeholder"},
         "link": {**base.link.model_dump(), "topology": f"NOT measured (one GPU); from {base.name}"},
         "measurements": files, "fit": {"kernel_families": fam_report},
@@ -287,8 +288,13 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         cases = [c for c in load_cases(root) if c.get("device", "cuda") != "cpu"]
         calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
         files.append(_rel(cases_path))
+        rerun = root / "kernels_real_eager" / "cases.json"
+        if rerun.exists():
+            files.append(_rel(rerun))
         say("fitting per-op families on the calibration split's layer traces")
-        doc = _op_families(doc, profile, cases_path.parent, calib, hbm, tensor)
+        traced = [c for c in load_cases(root, eager_rerun=False) if c.get("trace")
+                  and split_of(c, holdout_presets, holdout_tokens) == "calibration"]
+        doc = _op_families(doc, profile, cases_path.parent, traced, hbm, tensor)
         profile = Profile.model_validate(doc)
     say("fitting the sharing model on co-run pairs" + (" and calibration-split layer gains" if calib else ""))
     pairs = pairs_from_corun(mb.get("corun") or [], profile)

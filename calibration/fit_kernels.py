@@ -212,16 +212,58 @@ def _table_entry(shape: dict[str, Any]) -> tuple[str, float, float] | None:
     return None
 
 
-def solo_tables(records: Sequence[dict[str, Any]], node_gap_us: float) -> dict[str, list[tuple[float, float]]]:
-    """Measured solo times per table key: sorted ``(x, µs per count)`` points (duplicates averaged), µs =
-    the graph-chain period minus the node gap, as ``solo_points`` takes it. Grouped GEMMs: x = rows per
-    active expert, µs per active expert."""
-    acc: dict[str, dict[float, list[float]]] = {}
+MERGE_X = 1.15  # table points closer than this factor in x are averaged (measurement noise, not shape)
+
+
+def solo_tables(records: Sequence[dict[str, Any]], node_gap_us: float) -> dict[str, dict[str, Any]]:
+    """Measured solo tables per table key: ``{"points": sorted (x, µs per count), "fixed_us": ...}``, µs =
+    the graph-chain period minus the node gap, as ``solo_points`` takes it; points closer than ``MERGE_X`` in
+    x are averaged. Grouped GEMMs: x = rows per active expert, µs per active expert after a fixed kernel
+    cost (``_fixed_cost``)."""
+    acc: dict[str, list[tuple[float, float, float]]] = {}
     for r in records:
         entry = _table_entry(r["shape"]) if r.get("median_us") else None
         if entry is None:
             continue
         key, x, count = entry
         dur = max(r["median_us"] - node_gap_us, 0.5 * r["median_us"])
-        acc.setdefault(key, {}).setdefault(float(x), []).append(dur / count)
-    return {key: sorted((x, float(np.mean(v))) for x, v in pts.items()) for key, pts in sorted(acc.items())}
+        acc.setdefault(key, []).append((float(x), float(count), dur))
+    out = {}
+    for key, rows in sorted(acc.items()):
+        fixed = _fixed_cost(rows)
+        pts = sorted((x, (dur - fixed) / count) for x, count, dur in rows)
+        out[key] = {"points": _merge(pts), "fixed_us": round(fixed, 4)}
+    return out
+
+
+def _fixed_cost(rows: Sequence[tuple[float, float, float]]) -> float:
+    """Intercept of a least-squares line of duration against count over the points with x ≤ 1.5 (about one
+    row per expert, ≥ 2 distinct counts), clamped to [0, half the shortest duration]; 0 when not
+    identifiable."""
+    near = [(c, d) for x, c, d in rows if x <= 1.5]
+    if len({c for c, _ in near}) < 2:
+        return 0.0
+    c, d = np.array(near).T
+    slope, intercept = np.polyfit(c, d, 1)
+    if slope <= 0:
+        return 0.0
+    return float(min(max(intercept, 0.0), 0.5 * min(d for _, _, d in rows)))
+
+
+def _merge(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Average runs of points whose x lie within ``MERGE_X`` of the run's first (geometric mean of x)."""
+    out: list[tuple[float, float]] = []
+    run: list[tuple[float, float]] = []
+    for x, y in points:
+        if run and x > run[0][0] * MERGE_X:
+            out.append(_mean(run))
+            run = []
+        run.append((x, y))
+    if run:
+        out.append(_mean(run))
+    return out
+
+
+def _mean(run: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    xs, ys = np.array(run).T
+    return float(np.exp(np.mean(np.log(xs)))), float(np.mean(ys))

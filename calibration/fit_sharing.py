@@ -31,8 +31,8 @@ GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
               "overlap_penalty": (0.0, 0.05, 0.1, 0.2, 0.3)},
     "slowdown": {"sm": (0.0, 0.1, 0.25, 0.5, 1.0), "bw": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
                  "tc": (0.0, 0.25, 0.5, 1.0)},
-    "residency": {"floor": (0.02, 0.05, 0.1, 0.25), "bw_capacity": (0.8, 0.9, 1.0, 1.1),
-                  "tc_capacity": (1.0, 1.2), "contention": (0.0, 0.25, 0.5, 1.0, 2.0)},
+    "residency": {"floor": (0.02, 0.05, 0.1), "bw_capacity": (0.8, 0.9, 1.0, 1.1),
+                  "tc_capacity": (1.2,), "contention": (0.0, 0.5, 1.0, 2.0, 3.0)},
 }
 
 
@@ -130,18 +130,22 @@ LayerErrors = Callable[[Any], np.ndarray]
 
 def grid_fit(pairs: Sequence[Pair], form: str, layer: LayerErrors | None = None,
              progress: Callable[[], None] | None = None) -> tuple[dict[str, float], float]:
-    """Parameters of ``form`` with the least mean squared log error over the side spans of ``pairs`` and,
-    when given, the relative errors ``layer(model)`` returns (the calibration split's multi_stream gains);
+    """Parameters of ``form`` with the least mean squared log error over the side spans of ``pairs`` plus,
+    when given, over the relative errors ``layer(model)`` returns (the calibration split's multi_stream
+    gains), each term divided by its value under unfitted fluid sharing so that neither dominates by scale;
     log: a small kernel that waits out a long one is off by a factor, not by thousands of per cent."""
     grid = GRIDS[form]
     names = list(grid)
     best: tuple[dict[str, float], float] | None = None
+    base = FluidSharing()
+    corun_norm = max(float(np.mean(np.log1p(errors(pairs, base)) ** 2)), 1e-12)
+    layer_norm = max(float(np.mean(np.log1p(layer(base)) ** 2)), 1e-12) if layer is not None else 1.0
     for values in itertools.product(*(grid[n] for n in names)):
         params = dict(zip(names, values, strict=True))
         model = make_model(form, params)
-        err = float(np.mean(np.log1p(errors(pairs, model)) ** 2))
+        err = float(np.mean(np.log1p(errors(pairs, model)) ** 2)) / corun_norm
         if layer is not None:
-            err += float(np.mean(np.log1p(layer(model)) ** 2))
+            err += float(np.mean(np.log1p(layer(model)) ** 2)) / layer_norm
         if best is None or err < best[1] - 1e-12:
             best = (params, err)
         if progress:

@@ -41,9 +41,20 @@ def find_file(folder: str | Path, name: str, subfolder: str) -> Path:
     return nested if not (root / name).exists() and nested.exists() else root / name
 
 
-def load_cases(folder: str | Path) -> list[dict[str, Any]]:
-    """kernels_real's ``cases.json`` from a measurements folder (one-line errors)."""
-    path = find_file(folder, "cases.json", "kernels_real")
+def load_cases(folder: str | Path, eager_rerun: bool = True) -> list[dict[str, Any]]:
+    """kernels_real's ``cases.json`` from a measurements folder (one-line errors). Where the folder also
+    holds ``kernels_real_eager/cases.json`` (eager cases re-measured with the strategies interleaved), its
+    records replace the eager ones of the main sweep (``eager_rerun``; the main sweep's eager records are
+    still the ones that name the traces)."""
+    cases = _read_cases(find_file(folder, "cases.json", "kernels_real"))
+    rerun = resolve(folder) / "kernels_real_eager" / "cases.json"
+    if eager_rerun and rerun.exists():
+        eager = _read_cases(rerun)
+        cases = [c for c in cases if c["mode"] != "eager"] + [c for c in eager if c["mode"] == "eager"]
+    return cases
+
+
+def _read_cases(path: Path) -> list[dict[str, Any]]:
     try:
         cases = json.loads(path.read_text())
     except FileNotFoundError:
@@ -65,17 +76,18 @@ def _steady_period(ends: Sequence[float]) -> float:
     return (ends[-1] - ends[0]) / (len(ends) - 1)
 
 
-def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None) -> float:
+def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, quick: bool = False) -> float:
     """Simulated µs per layer for one case, timed as kernels_real.bench times it: eager layer calls back to
     back (event-timed, so host-bound layers show their host time), or replays of a graph of
-    ``layers_per_replay`` layer calls, per layer."""
+    ``layers_per_replay`` layer calls, per layer. ``quick`` (for fits that simulate many times): graphs of
+    one layer, replayed twice."""
     dims = get_preset(str(case["preset"]))
     tokens, strategy, mode = int(case["tokens"]), str(case["strategy"]), str(case["mode"])
     sharing = sharing if sharing is not None else profile.sharing_model()
     if mode == "graph":
-        layers = int(case.get("layers_per_replay") or 1)
-        prog = moe_layer_program(dims, tokens, strategy, profile, mode="graph", iterations=GRAPH_REPLAYS,
-                                 layers_per_graph=layers)
+        layers = 1 if quick else int(case.get("layers_per_replay") or 1)
+        prog = moe_layer_program(dims, tokens, strategy, profile, mode="graph",
+                                 iterations=2 if quick else GRAPH_REPLAYS, layers_per_graph=layers)
         res = simulate(prog, sharing)
         ends: dict[int, float] = {}
         for k in res.kernels:

@@ -6,7 +6,7 @@ A ``KernelSpec`` may name the torch op it is (``op_key``): where no table applie
 Table lookup: a ``KernelSpec`` may name a table (``table_key``) and its size ``x``; the solo time is then
 ``count`` × the table's time at ``x``, interpolated linearly in log(x)–log(µs) between measured points and
 extrapolated with the end segment's log-log slope clamped to [0, 1] (time never falls with size and grows at
-most in proportion). Otherwise:
+most in proportion), plus the table's ``fixed_us`` once. Otherwise:
 
 ``dur = latency + max(bytes / (B·bw_eff·f), flops' / (C·tc_eff·f))`` where B and C are the profile's HBM
 and bf16 tensor ceilings, f = min(1, sm / fill_sat) the share of the peak rates a grid filling ``sm`` of the
@@ -99,7 +99,7 @@ def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     fam = op_fam or profile.family(spec.family)
     hbm, tensor = profile.hbm_bytes_per_us, profile.tensor_flops_per_us
     if table is not None:
-        dur = spec.count * table_time(table.points, spec.x)
+        dur = table.fixed_us + spec.count * table_time(table.points, spec.x)
     else:
         dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
     busy = max(dur, 1e-9)

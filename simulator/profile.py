@@ -114,10 +114,12 @@ class KernelFamily(_Model):
 
 class KernelTable(_Model):
     """Measured solo times of one kernel shape family (fixed dims), as a function of one size ``x``:
-    sorted ``(x, µs)`` points, looked up log-log (see ``simulator.cost.table_time``)."""
+    sorted ``(x, µs)`` points, looked up log-log (see ``simulator.cost.table_time``); a kernel costs
+    ``fixed_us`` + count × the looked-up time."""
 
     x: str = Field(min_length=1, description="what x is, e.g. 'M (rows)'")
     points: list[tuple[float, float]] = Field(min_length=1)
+    fixed_us: float = Field(0.0, ge=0, description="added once per kernel to count × the looked-up time")
     source: str = Field(min_length=1)
 
 

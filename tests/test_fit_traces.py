@@ -70,6 +70,25 @@ def test_solo_tables_key_shapes_as_the_builder_does() -> None:
             {"shape": shapes.elementwise_spec("add", 8, 7168), "median_us": 3.0},
             {"shape": shapes.copy_spec(1 << 20), "median_us": 3.0}]
     tables = solo_tables(recs, node_gap_us=1.0)
-    assert tables == {"mm K=7168 N=4096": [(1.0, 9.0), (16.0, 10.0)],  # duplicates averaged, gap taken off
-                      "grouped_mm K=2048 N=7168": [(3.0, 10.0)],  # 6 rows on 2 experts: 3 per expert, µs each
-                      "add N=7168": [(8.0, 2.0)]}
+    assert set(tables) == {"mm K=7168 N=4096", "grouped_mm K=2048 N=7168", "add N=7168"}  # no copy in the layer
+    # duplicates averaged, the node gap taken off
+    assert [v for p in tables["mm K=7168 N=4096"]["points"] for v in p] == pytest.approx([1.0, 9.0, 16.0, 10.0])
+    # 6 rows on 2 active experts: x = 3 rows per expert, µs per expert (one count only: no fixed cost)
+    assert tables["grouped_mm K=2048 N=7168"]["fixed_us"] == 0.0
+    assert list(tables["grouped_mm K=2048 N=7168"]["points"][0]) == pytest.approx([3.0, 10.0])
+    assert list(tables["add N=7168"]["points"][0]) == pytest.approx([8.0, 2.0])
+
+
+def test_grouped_tables_split_a_fixed_cost() -> None:
+    """Durations 10 + 3·active µs at about one row per expert, 60 µs for 10 experts at 8 rows each: the fixed
+    cost comes out as the intercept (10), the per-expert points as (60 − 10) / 10 = 5 at x = 8 and 3 near
+    x = 1, where x = 1 and 1.125 (within 15%) are merged."""
+    def rec(counts: list[int], us: float) -> dict:
+        return {"shape": {"op": "grouped_mm", "K": 64, "N": 64, "counts": counts}, "median_us": us}
+
+    recs = [rec([1] * 4, 22.0), rec([1] * 8, 34.0), rec([1] * 7 + [2], 34.0), rec([8] * 10, 60.0)]
+    (table,) = solo_tables(recs, node_gap_us=0.0).values()
+    assert table["fixed_us"] == pytest.approx(10.0)
+    (x0, y0), (x1, y1) = table["points"]
+    assert x0 == pytest.approx((1.0 * 1.0 * 1.125) ** (1 / 3)) and y0 == pytest.approx(3.0)
+    assert x1 == pytest.approx(8.0) and y1 == pytest.approx(5.0)

@@ -17,9 +17,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "calibrate", help="measure this GPU and fit a profile (or refit from stored measurements)",
         description="Run the GPU microbenchmarks (python -m calibration.microbench; needs a CUDA/ROCm GPU) into a "
-                    "measurements folder, then fit a calibrated profile: ceilings, host API costs, per-family "
-                    "kernel cost parameters, the sharing model (two forms compared on co-run pairs) and, when the "
-                    "folder holds kernels_real's cases.json, layer-level scales fitted on a calibration split. "
+                    "measurements folder, then fit a calibrated profile: ceilings, host API costs, measured solo "
+                    "tables and per-family kernel cost parameters, the sharing model (three forms compared on "
+                    "co-run pairs) and, when the folder holds kernels_real's cases.json, on its calibration split "
+                    "only: per-op families from the layer traces, the sharing model's layer term and the eager "
+                    "host-cost scale. "
                     "--from-measurements refits from a stored folder without a GPU.")
     p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. calibration/profiles/h200.json")
     p.add_argument("--from-measurements", metavar="DIR", type=Path,
