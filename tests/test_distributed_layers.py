@@ -46,11 +46,12 @@ def _free_port() -> int:
 
 def _worker(rank: int, world: int, port: int, out: str) -> None:
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), NCCL_NVLS_ENABLE="1")
+                      MASTER_PORT=str(port), NCCL_NVLS_ENABLE="1", NVSHMEM_DISABLE_NVLS="0")
     torch.set_num_threads(1)
     d = parallel.init("cpu", timeout_s=60)
     results = run_cases(d, "float32")
-    results["_env"] = {"nvls": os.environ["NCCL_NVLS_ENABLE"], "backend": d.backend, "world": d.world}
+    results["_env"] = {"multicast": {k: os.environ[k] for k in parallel.MULTICAST_OFF}, "backend": d.backend,
+                       "world": d.world}
     parallel.shutdown()
     torch.save(results, os.path.join(out, f"rank{rank}.pt"))
 
@@ -76,7 +77,8 @@ def _single(case: Case, rank: int) -> torch.Tensor:
 
 
 def test_workers_ran_on_gloo_with_nvls_forced_off(two_ranks: list[dict]) -> None:
-    assert [r["_env"] for r in two_ranks] == [{"nvls": "0", "backend": "gloo", "world": 2}] * 2
+    off = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    assert [r["_env"] for r in two_ranks] == [{"multicast": off, "backend": "gloo", "world": 2}] * 2
 
 
 @pytest.mark.parametrize("case", [c for c in cases("float32") if c.kind == "tp"], ids=lambda c: c.name)

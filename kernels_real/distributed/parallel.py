@@ -1,8 +1,9 @@
 """Process-group set-up: one process per GPU (NCCL / RCCL) or per CPU worker (gloo); world size 1 works too.
 
-``NCCL_NVLS_ENABLE=0`` is forced before the group is created: NVLink multicast (NVLS) stays off, as the
-device machines require. Works under ``torchrun`` (it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*) and in a
-plain single process (defaults to rank 0 of 1 on a free local port).
+NVLink multicast stays off, as the device machines require: ``NCCL_NVLS_ENABLE=0``,
+``TORCH_SYMM_MEM_DISABLE_MULTICAST=1`` and ``NVSHMEM_DISABLE_NVLS=1`` are forced before the group is created.
+Works under ``torchrun`` (it sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_*) and in a plain single process
+(defaults to rank 0 of 1 on a free local port).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import torch
 import torch.distributed as dist
 
 from kernels_real.config import ConfigError
+
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ def init(device: str | None = None, timeout_s: float = 300.0) -> Dist:
 
     Reads the torchrun environment; without it, a group of one on this host.
     """
-    os.environ["NCCL_NVLS_ENABLE"] = "0"  # forced, whatever the caller's environment says
+    os.environ.update(MULTICAST_OFF)  # forced, whatever the caller's environment says
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
