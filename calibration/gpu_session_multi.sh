@@ -2,7 +2,8 @@
 # The multi-GPU calibration session (one call on a machine with >= 2 GPUs; NVLink multicast kept off).
 # Usage (repo root): bash calibration/gpu_session_multi.sh OUTDIR
 #   1. the distributed CPU tests (gloo) and the NCCL numerics + graph-replay check on all GPUs;
-#   2. bench_collectives and bench_layers on 2 GPUs, and on all of them when there are more than 2;
+#   2. bench_collectives and bench_layers on 2 GPUs, and on all of them when there are more than 2; DP+EP
+#      with the exact dispatch (eager) on 2 GPUs;
 #   3. packs OUTDIR/results-multi.tgz. The GPU image has no pydantic, so the fit runs back here:
 #      python -m calibration.fit_comm OUTDIR/collectives-w*/collectives.json --profile P --out PROFILE.json
 # Budget: about 9 minutes on 2 GPUs (layers sweep capped by --budget-s; cases past it are listed as skipped).
@@ -22,7 +23,7 @@ if (( ngpu < 2 )); then
 fi
 worlds=2
 (( ngpu > 2 )) && worlds="2 $ngpu"
-layers_budget=$(( ngpu > 2 ? 150 : 240 ))
+layers_budget=$(( ngpu > 2 ? 130 : 240 ))
 python3 -m pytest -q tests/test_distributed_layers.py tests/test_distributed_benches.py -p no:cacheprovider 2>&1 | tee "$out/tests.log" | tail -3
 torchrun --standalone --nproc-per-node "$ngpu" -m kernels_real.distributed.check 2>&1 | tee "$out/check.log" | tail -40
 for w in $worlds; do
@@ -31,5 +32,8 @@ for w in $worlds; do
   torchrun --standalone --nproc-per-node "$w" -m kernels_real.distributed.bench_layers --out "$out/layers-w$w" \
     --budget-s "$layers_budget" 2>&1 | tee "$out/layers-w$w.log" | tail -70
 done
+# DP+EP with the exact (host-synced) dispatch, eager only: what the padded dispatch's extra bytes cost
+torchrun --standalone --nproc-per-node 2 -m kernels_real.distributed.bench_layers --out "$out/layers-w2-exact" \
+  --parallel dp_ep --dispatch exact --modes eager --budget-s 60 2>&1 | tee "$out/layers-w2-exact.log" | tail -40
 tar czf "$out/results-multi.tgz" -C "$out" --exclude='*.tgz' .
 ls -la "$out"
