@@ -51,7 +51,7 @@ def test_layer_record_and_gain_table() -> None:
     assert (seq["median_us"], seq["rank_medians_us"], seq["timer"], seq["world"]) == (
         100.0, [100.0, 99.0], "cuda_events", 8)
     table = bench_layers.gains_markdown([seq, ms], {"world": 8, "comm_backend": "nccl"})
-    assert "| deepseek_v3 | dp_ep | graph | 16 | 100.0 | 90.0 | +10.0 |" in table
+    assert "| deepseek_v3 | dp_ep/padded | graph | 16 | 100.0 | 90.0 | +10.0 |" in table
 
 
 @pytest.fixture

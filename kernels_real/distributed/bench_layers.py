@@ -59,7 +59,8 @@ def layer_record(preset: str, parallel: str, world: int, tokens: int, strategy: 
 
 def gains_markdown(cases: list[dict[str, object]], env: dict[str, object]) -> str:
     """Markdown table of multi_stream's gain over sequential per preset, parallelism, mode and tokens."""
-    idx = {(c["preset"], c["parallel"], c["mode"], c["tokens"], c["strategy"]): c["median_us"] for c in cases}
+    idx = {(c["preset"], f"{c['parallel']}/{c['dispatch']}" if c["dispatch"] else c["parallel"], c["mode"],
+            c["tokens"], c["strategy"]): c["median_us"] for c in cases}
     lines = [
         "# Measured multi_stream gains vs sequential, multi-GPU",
         "",
@@ -68,7 +69,7 @@ def gains_markdown(cases: list[dict[str, object]], env: dict[str, object]) -> st
         f"(torch {env.get('torch')}); slowest rank's median layer time (µs); tokens per rank; "
         "gain % = (sequential − multi_stream) / sequential × 100, positive = faster.",
         "",
-        "| preset | parallel | mode | tokens | sequential µs | multi_stream µs | gain % |",
+        "| preset | parallel[/dispatch] | mode | tokens | sequential µs | multi_stream µs | gain % |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
     keys = sorted({k[:4] for k in idx}, key=lambda k: (str(k[0]), str(k[1]), str(k[2]), int(k[3])))
