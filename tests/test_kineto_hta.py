@@ -41,21 +41,24 @@ def _hta_busy(path: Path, tmp_path: Path) -> dict[int, float]:
     return dict(busy)
 
 
-def _busy_from_import(path: Path) -> dict[int, float]:
+def _busy_from_import(path: Path) -> tuple[dict[int, float], dict[int, int]]:
     busy: dict[int, float] = defaultdict(float)
+    count: dict[int, int] = defaultdict(int)
     for op in read_trace(path, progress=False).gpu_ops:
         busy[op.stream] += op.dur
-    return dict(busy)
+        count[op.stream] += 1
+    return dict(busy), dict(count)
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.name)
 def test_per_stream_busy_matches_hta(path: Path, tmp_path: Path) -> None:
     theirs = _hta_busy(path, tmp_path)
-    ours = _busy_from_import(path)
+    ours, count = _busy_from_import(path)
     assert set(ours) == set(theirs)
     for stream, busy in theirs.items():
-        # HTA rounds timestamps to whole µs (ns-resolution events), hence the 1 µs per op slack
-        assert ours[stream] == pytest.approx(busy, rel=1e-3, abs=1.0), stream
+        # HTA keeps whole µs (real traces have ns resolution): its start and duration are each cut to an
+        # integer, so up to 1.5 µs of an op's busy time can go missing there (never added)
+        assert busy - 1e-6 <= ours[stream] <= busy + 1.5 * count[stream] + 1e-6, stream
 
 
 @pytest.mark.parametrize("path", sorted(DATA.glob("moe_*.json")), ids=lambda p: p.name)

@@ -69,7 +69,7 @@ def _print(report: WhatIf, args: argparse.Namespace) -> None:
     if d["whatif_us"] is not None:
         print(f"  what-if ({report.region} on aux)  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
               f"{report.moved} kernels moved in {report.instances} ranges)")
-    print(f"  sources: durations as traced; host: {d['sources']['host']}; added host calls: "
+    print(f"  sources: {d['sources']['durations']}; host: {d['sources']['host']}; added host calls: "
           f"{d['sources']['added_host_calls']}; sharing: {d['sources']['sharing']}")
     print(f"  profile: {d['profile']}")
     for note in report.notes:

@@ -110,6 +110,8 @@ def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
     base = cpu.name.split("::")[-1].lower()
     shapes = [d for d, _ in sizes]
     width = sizes[0][1]
+    if base in _GROUPED_OPS and len(shapes) >= 2 and len(shapes[0]) == 2 and len(shapes[1]) == 3:
+        return _grouped_cost(shapes[0], shapes[1], sizes[0][1], sizes[1][1])
     if base in ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm"):
         a, b = (shapes[-2], shapes[-1]) if base in ("addmm", "baddbmm") else (shapes[0], shapes[1])
         if len(a) >= 2 and len(b) >= 2:
@@ -125,6 +127,16 @@ def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
     if out_elems:
         nbytes += out_elems * width
     return nbytes, flops
+
+
+def _grouped_cost(a: tuple[int, ...], b: tuple[int, ...], a_width: int, b_width: int) -> tuple[float, float]:
+    """(bytes, flops) of a grouped GEMM ``a [M, K] x b [E, K, N]``: its M rows fall in at most min(E, M)
+    groups, so at most that many of the E stacked weight matrices are read."""
+    m, k = a
+    e, _, n = b
+    touched = min(e, m)
+    nbytes = m * k * a_width + touched * k * n * b_width + m * n * a_width
+    return float(nbytes), 2.0 * m * k * n
 
 
 def kernel_demand(op: GpuOp, cpu: CpuOp | None, cpu_busy_us: float, dev: DeviceProps | None,

@@ -111,7 +111,7 @@ def import_trace(trace: Trace, profile: Profile, *, device: int | None = None,
     gap, offset = _fit_timing(gpu_ops, calls, by_corr, profile)
     ranges = sorted((r for r in trace.ranges if r.tid == thread), key=lambda r: (r.ts, -r.dur))
     cpu_ops = sorted((o for o in trace.cpu_ops if o.tid == thread), key=lambda o: (o.ts, -o.dur))
-    items = _host_items(calls, by_corr, trace, offset, warnings)
+    items = _host_items(calls, by_corr, trace, offset, gap, warnings)
     launched = {id(item.gpu) for item in items if item.gpu is not None}
     ghosts = [op for op in gpu_ops if id(op) not in launched]
     if ghosts:
@@ -120,7 +120,7 @@ def import_trace(trace: Trace, profile: Profile, *, device: int | None = None,
                             "at their traced start")
         items = _merge(items, [Item("launch", op.stream, t=op.ts - gap, gpu=op) for op in ghosts])
     _attach_context(items, ranges, cpu_ops)
-    _attach_demand(items, trace, device, profile)
+    attach_demand(items, trace, device, profile)
     start = gpu_ops[0].ts
     end = max(op.ts + op.dur for op in gpu_ops)
     return HostTrace(items=items, ranges=ranges, device=device, thread=thread, gap_us=gap,
@@ -185,19 +185,30 @@ def _fit_timing(ops: list[GpuOp], calls: list[HostCall], by_corr: dict[int, list
 
 
 def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: Trace, offset: float,
-                warnings: list[str]) -> list[Item]:
+                gap: float, warnings: list[str]) -> list[Item]:
+    """Host items in call order. A launch is submitted ``offset`` into its call, except where the trace shows
+    when: a kernel that found its stream idle started ``gap`` after its submission (so a slow launch call,
+    e.g. a library's first call, is replayed as slow); the GPU ops of one call (a graph launch) are each
+    submitted at that point, and the items are then ordered by submission (a synchronize by its resume)."""
     syncs = {s.corr: s for s in trace.syncs if s.corr is not None and s.wait_on_stream is not None}
     record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values() if s.record_corr is not None}
     items: list[Item] = []
     unknown_waits = 0
     done = float("-inf")  # when the GPU work launched so far ended
+    stream_end: dict[int, float] = {}
+    regraph = False
     for call in calls:
         gpu = by_corr.get(call.corr) if call.corr is not None else None
         t = call.ts + min(call.dur, offset)
         if gpu:
             done = max(done, *(op.ts + op.dur for op in gpu))
-            for k, op in enumerate(sorted(gpu, key=lambda o: o.ts)):
-                items.append(Item("launch", op.stream, t=t if k == 0 else None, gpu=op))
+            ops = sorted(gpu, key=lambda o: o.ts)
+            regraph |= len(ops) > 1
+            for k, op in enumerate(ops):
+                idle = stream_end.get(op.stream, float("-inf")) < call.ts
+                start = max(call.ts, op.ts - gap) if idle or len(ops) > 1 else t
+                items.append(Item("launch", op.stream, t=start if k == 0 or len(ops) > 1 else None, gpu=op))
+                stream_end[op.stream] = max(stream_end.get(op.stream, op.ts), op.ts + op.dur)
         elif call.name in _RECORD_CALLS and call.corr in record_stream:
             items.append(Item("record", record_stream[call.corr], t=t, event=f"ev{call.corr}"))
         elif call.name in _WAIT_CALLS:
@@ -216,7 +227,15 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
     if unknown_waits:
         warnings.append(f"{unknown_waits} cudaStreamWaitEvent calls without cuda_sync records: their "
                         "cross-stream dependencies are unknown and not replayed")
+    if regraph:
+        order = sorted(range(len(items)), key=lambda n: (_key_time(items[n]), n))
+        items = [items[n] for n in order]
     return items
+
+
+def _key_time(item: Item) -> float:
+    t = item.resume if item.kind == "sync" else item.t
+    return float("inf") if t is None else t
 
 
 def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]) -> None:
@@ -246,7 +265,7 @@ def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]
             item.outer_cpu = op_stack[0]
 
 
-def _attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile) -> None:
+def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile) -> None:
     busy: dict[int, float] = defaultdict(float)
     for item in items:
         if item.gpu is not None and item.cpu is not None:
@@ -263,12 +282,15 @@ def stream_name(stream: int | str | None) -> str:
 
 
 def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch: LaunchMode,
-                    name: str = "trace") -> Program:
-    """The IR program of ``items``: traced host time between submission points (as-traced), or one graph
-    replay of the same kernels (``graph``: the replay's host cost once, then the profile's node gap)."""
+                    name: str = "trace", host_scale: float = 1.0, node_gap_us: float | None = None) -> Program:
+    """The IR program of ``items``: traced host time between submission points (as-traced; multiplied by
+    ``host_scale``, e.g. to take a profiler's own slowdown of the host out), or one graph replay of the same
+    kernels (``graph``: the replay's host cost once, then ``node_gap_us`` or else the profile's node gap)."""
     graph = launch == "graph"
     if graph:
         costs = profile.host_costs("graph")
+        if node_gap_us is not None:
+            costs = HostCosts(**{**costs.model_dump(), "node_gap_us": node_gap_us, "kernel_gap_us": node_gap_us})
     else:
         costs = HostCosts(**{**profile.host_costs("eager").model_dump(), "kernel_gap_us": host.gap_us})
     ops = []
@@ -284,7 +306,7 @@ def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch
         elif item.t is None:
             host_us = item.cost
         else:
-            host_us = item.t - resume if resume is not None else 0.0
+            host_us = (item.t - resume) * host_scale if resume is not None else 0.0
             resume = item.resume if item.resume is not None else item.t
         host_us = max(host_us, 0.0)
         ops.append(_ir_op(item, host_us))

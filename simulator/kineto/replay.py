@@ -9,7 +9,8 @@ from typing import Any
 from simulator.engine import simulate
 from simulator.errors import InputError
 from simulator.kineto.events import Trace
-from simulator.kineto.program import HostTrace, LaunchMode, compile_program, import_trace
+from simulator.kineto.overlay import overlay_durations
+from simulator.kineto.program import HostTrace, LaunchMode, attach_demand, compile_program, import_trace
 from simulator.kineto.reader import read_trace
 from simulator.kineto.whatif import move_region
 from simulator.profile import Profile, available_profiles, load_profile
@@ -27,6 +28,8 @@ class WhatIf:
     instances: int = 0
     moved: int = 0
     notes: list[str] = field(default_factory=list)
+    durations: str = "kernel durations as traced"
+    node_gap_us: float | None = None
 
     @property
     def baseline_us(self) -> float:
@@ -56,9 +59,11 @@ class WhatIf:
             "kernel_gap_us": round(self.host.gap_us, 3),
             "profile": self.profile.describe(),
             "sources": {
-                "durations": "kernel durations as traced",
+                "durations": self.durations,
                 "host": "traced API call times and gaps" if self.launch == "as-traced"
-                else f"graph replay: replay and node gap from {self.profile.name}",
+                else f"graph replay: replay cost from {self.profile.name}, node gap "
+                + (f"{self.node_gap_us:.3f} µs from the durations trace" if self.node_gap_us is not None
+                   else f"from {self.profile.name}"),
                 "added_host_calls": f"{self.profile.name} host figures" if self.launch == "as-traced"
                 else "none (graph replay)",
                 "sharing": self.profile.interference.source,
@@ -94,18 +99,36 @@ def profile_for(trace: Trace, name: str | None) -> Profile:
 
 def run_whatif(path: str | Path, region: str | None, *, join_after: str | None = None,
                launch: LaunchMode = "as-traced", profile: str | None = None, device: int | None = None,
-               thread: int | None = None, progress: bool = True) -> WhatIf:
-    """Import ``path``, replay it under ``launch`` and, when ``region`` is given, its aux-stream what-if."""
+               thread: int | None = None, durations_from: str | Path | None = None, host_scale: float = 1.0,
+               progress: bool = True) -> WhatIf:
+    """Import ``path``, replay it under ``launch`` and, when ``region`` is given, its aux-stream what-if.
+    ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph run) whose kernel durations
+    replace the traced ones; ``host_scale`` multiplies the traced host time between submissions."""
+    if host_scale <= 0:
+        raise InputError(f"host scale must be positive, got {host_scale}")
     trace = read_trace(path, progress=progress)
     prof = profile_for(trace, profile)
     host = import_trace(trace, prof, device=device, thread=thread)
+    notes = []
+    durations = "kernel durations as traced"
+    node_gap = None
+    if durations_from is not None:
+        durations, node_gap = overlay_durations(host, read_trace(durations_from, progress=progress))
+        attach_demand(host.items, trace, host.device, prof)
+    if host_scale != 1.0 and launch == "as-traced":
+        notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
     del trace
     sharing = prof.sharing_model()
-    baseline = simulate(compile_program(host, host.items, prof, launch, name="baseline"), sharing)
-    report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region)
+    baseline = simulate(compile_program(host, host.items, prof, launch, name="baseline", host_scale=host_scale,
+                                        node_gap_us=node_gap),
+                        sharing)
+    report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
+                    notes=notes, durations=durations, node_gap_us=node_gap)
     if region is not None:
         move = move_region(host, region, prof, launch, join_after)
-        program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}")
+        program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}", host_scale=host_scale,
+                                  node_gap_us=node_gap)
         report.whatif = simulate(program, sharing)
-        report.instances, report.moved, report.notes = move.instances, move.moved, move.notes
+        report.instances, report.moved = move.instances, move.moved
+        report.notes += move.notes
     return report

@@ -1,0 +1,52 @@
+"""Kernel durations of one trace laid over the kernels of another trace of the same program.
+
+A CUDA-graph trace carries no ``record_function`` ranges or operator shapes, but its kernels ran as a graph
+replay runs them (back to back, warm clocks). When the graph trace holds ``L`` replayed copies of the eager
+trace's GPU ops in the same order, the eager op at position ``i`` takes the mean duration of the graph ops
+at positions ``i, i + n, …, i + (L - 1) n`` (``n`` = the eager op count). The mapping is by position only;
+it is refused unless every mapped op has the same kind and kernel name.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from simulator.errors import InputError
+from simulator.kineto.events import GpuOp, Trace
+from simulator.kineto.program import HostTrace, Item
+
+
+def overlay_durations(host: HostTrace, other: Trace) -> tuple[str, float]:
+    """Replace the duration of every launched GPU op of ``host`` by the mean of its copies in ``other``
+    (same device as ``host``); returns a note saying what was done and the median gap between back-to-back
+    ops on a stream of ``other`` (a graph trace's node gap)."""
+    launches = [item for item in host.items if item.kind == "launch" and item.gpu is not None]
+    ops = sorted((op for op in other.gpu_ops if op.device == host.device), key=lambda o: o.ts)
+    n = len(launches)
+    if n == 0 or not ops or len(ops) % n:
+        raise InputError(f"{other.source}: {len(ops)} GPU ops on device {host.device} are not a whole number "
+                         f"of copies of the replayed trace's {n}")
+    copies = len(ops) // n
+    order = sorted(range(n), key=lambda k: _gpu(launches[k]).ts)
+    for pos, k in enumerate(order):
+        mine = _gpu(launches[k])
+        same = ops[pos::n]
+        for op in same:
+            if op.kind != mine.kind or (op.kind == "kernel" and op.name != mine.name):
+                raise InputError(f"{other.source}: GPU op #{pos} is {op.name!r}, the replayed trace has "
+                                 f"{mine.name!r} there; kernel sequences differ")
+        launches[k].gpu = mine._replace(dur=statistics.fmean(op.dur for op in same))
+    gaps = []
+    end: dict[int, float] = {}
+    for op in ops:
+        if op.stream in end:
+            gaps.append(op.ts - end[op.stream])
+        end[op.stream] = max(end.get(op.stream, op.ts), op.ts + op.dur)
+    gap = max(0.0, statistics.median(gaps)) if gaps else 0.0
+    return (f"kernel durations and node gap ({gap:.3f} µs) from {other.source} ({copies} replayed copies of "
+            f"the {n} GPU ops, mapped by position)"), gap
+
+
+def _gpu(item: Item) -> GpuOp:
+    assert item.gpu is not None
+    return item.gpu
