@@ -5,7 +5,7 @@
 #   2. bench_collectives and bench_layers on 2 GPUs, and on all of them when there are more than 2; DP+EP
 #      with the exact dispatch (eager) on 2 GPUs;
 #   3. packs OUTDIR/results-multi.tgz. The GPU image has no pydantic, so the fit runs back here:
-#      python -m calibration.fit_comm OUTDIR/collectives-w*/collectives.json --profile P --out PROFILE.json
+#      python -m calibration.fit_comm OUTDIR/collectives-w*/collectives.json --profile h200 --out NEW.json
 # Budget: about 9 minutes on 2 GPUs (layers sweep capped by --budget-s; cases past it are listed as skipped).
 set -u
 out=${1:?output folder}
