@@ -198,3 +198,16 @@ def test_latency_constants_are_what_the_fit_recovers(tmp_path: Path) -> None:
     assert out["kernel_gap_us"] == pytest.approx(GAP)
     assert out["baseline_us"] == pytest.approx(s.span())
     assert s.kernels[0]["ts"] == pytest.approx(1000.0 + LATENCY)
+
+
+def test_ops_that_overlapped_another_stream_are_marked_contended():
+    """a (stream 1, 0..10) overlaps b (stream 2, 5..8); c (stream 1, 10..12) only touches a's end; d on
+    stream 2 after b overlaps nothing."""
+    from simulator.kineto.events import GpuOp
+    from simulator.kineto.program import overlapped_ops
+
+    a = GpuOp("kernel", "a", 0, 1, 0.0, 10.0, 1)
+    b = GpuOp("kernel", "b", 0, 2, 5.0, 3.0, 2)
+    c = GpuOp("kernel", "c", 0, 1, 10.0, 2.0, 3)
+    d = GpuOp("kernel", "d", 0, 2, 13.0, 1.0, 4)
+    assert overlapped_ops([c, a, d, b]) == {id(a), id(b)}

@@ -266,15 +266,36 @@ def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]
 
 
 def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile) -> None:
+    """Each GPU op's demand. An op that overlapped a GPU op of another stream in the trace ran under
+    contention already: its traced duration includes the slowdown, so it gets no demand (the sharing model
+    must not slow it, nor its partner, a second time)."""
     busy: dict[int, float] = defaultdict(float)
     for item in items:
         if item.gpu is not None and item.cpu is not None:
             busy[id(item.cpu)] += item.gpu.dur
     dev = trace.devices.get(device)
+    contended = overlapped_ops([item.gpu for item in items if item.gpu is not None])
     for item in items:
         if item.gpu is not None:
             cpu_busy = busy[id(item.cpu)] if item.cpu is not None else 0.0
-            item.demand = kernel_demand(item.gpu, item.cpu, cpu_busy, dev, profile)
+            demand = kernel_demand(item.gpu, item.cpu, cpu_busy, dev, profile)
+            if id(item.gpu) in contended:
+                demand = demand._replace(sm=0.0, bw=0.0, tc=0.0)
+            item.demand = demand
+
+
+def overlapped_ops(ops: list[GpuOp]) -> set[int]:
+    """``id()`` of every op whose traced interval overlaps an op of another stream (by more than 1 ns)."""
+    found: set[int] = set()
+    active: list[GpuOp] = []
+    for op in sorted(ops, key=lambda o: o.ts):
+        active = [a for a in active if a.ts + a.dur > op.ts + 1e-3]
+        for other in active:
+            if other.stream != op.stream:
+                found.add(id(op))
+                found.add(id(other))
+        active.append(op)
+    return found
 
 
 def stream_name(stream: int | str | None) -> str:
