@@ -304,7 +304,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
                                "source": f"fitted to {len(pairs)} co-run pairs ({where})"
                                          f"{' and the calibration split of cases.json' if calib else ''}: "
                                          f"{sharing['why']}"}
-        doc["fit"]["interference"] = sharing["comparison"]
+        doc["fit"]["interference"] = {"chosen": sharing["form"], "why": sharing["why"], **sharing["comparison"]}
     else:
         doc["interference"] = {"form": "fluid", "params": {},
                                "source": "NOT fitted (fewer than two co-run pairs): ideal fluid sharing"}

@@ -4,9 +4,10 @@ roofline times fitted per-family efficiencies, plus a fixed latency.
 A ``KernelSpec`` may name the torch op it is (``op_key``): where no table applies, a profile family
 ``op:KEY`` (fitted to that op's device time in traces of the real layer) then replaces the generic family.
 Table lookup: a ``KernelSpec`` may name a table (``table_key``) and its size ``x``; the solo time is then
-``count`` × the table's time at ``x``, interpolated linearly in log(x)–log(µs) between measured points and
-extrapolated with the end segment's log-log slope clamped to [0, 1] (time never falls with size and grows at
-most in proportion), plus the table's ``fixed_us`` once. Otherwise:
+the table's ``fixed_us`` + ``count`` × the table's time at ``x`` (+ the same for each further ``(x, count)``
+of ``parts``), interpolated linearly in log(x)–log(µs) between measured points and extrapolated with the end
+segment's log-log slope clamped to [0, 1] (time never falls with size and grows at most in proportion).
+Otherwise:
 
 ``dur = latency + max(bytes / (B·bw_eff·f), flops' / (C·tc_eff·f))`` where B and C are the profile's HBM
 and bf16 tensor ceilings, f = min(1, sm / fill_sat) the share of the peak rates a grid filling ``sm`` of the
@@ -40,6 +41,7 @@ class KernelSpec:
     table: str | None = None
     x: float = 0.0
     count: float = 1.0
+    parts: tuple[tuple[float, float], ...] = ()
     op_key: str | None = None
 
 
@@ -99,7 +101,7 @@ def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     fam = op_fam or profile.family(spec.family)
     hbm, tensor = profile.hbm_bytes_per_us, profile.tensor_flops_per_us
     if table is not None:
-        dur = table.fixed_us + spec.count * table_time(table.points, spec.x)
+        dur = table.fixed_us + sum(n * table_time(table.points, x) for x, n in ((spec.x, spec.count), *spec.parts))
     else:
         dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
     busy = max(dur, 1e-9)

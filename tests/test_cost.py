@@ -101,6 +101,8 @@ def test_table_and_op_family_precedence() -> None:
     assert table_key("mm", N=4, K=8) == "mm K=8 N=4"
     spec = KernelSpec("k", "f", bytes=0.0, table="mm K=8 N=4", x=4, count=3.0, op_key="thing")
     assert kernel_cost(spec, p).dur_us == pytest.approx(30.0)  # the table wins, × count
+    parts = KernelSpec("k", "f", table="mm K=8 N=4", x=4, count=3.0, parts=((1.0, 2.0),))
+    assert kernel_cost(parts, p).dur_us == pytest.approx(30.0 + 2 * 5.0)  # + each further (x, count)
     no_table = KernelSpec("k", "f", bytes=0.0, table="mm K=9 N=4", x=4, op_key="thing")
     assert kernel_cost(no_table, p).dur_us == pytest.approx(7.0)  # then the op's own family
     assert kernel_cost(KernelSpec("k", "f", bytes=0.0, op_key="other"), p).dur_us == pytest.approx(3.0)

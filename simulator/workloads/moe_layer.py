@@ -135,7 +135,8 @@ class _Emitter:
     def op(self, name: str, family: str, nbytes: float, reads: Sequence[str], writes: Sequence[str], *,
            elements: float = 0, flops: float = 0.0, gemm: tuple[int, int, int] | None = None,
            groups: float = 1, stream: str | None = None,
-           table: tuple[str, float, float] | None = None, op_key: str | None = None) -> str:
+           table: tuple[str, float, float] | None = None, parts: tuple[tuple[float, float], ...] = (),
+           op_key: str | None = None) -> str:
         """Launch one op; ``gemm`` = (rows per group, K, N); ``table`` = (measured-table key, x, count) for
         the cost model's lookup; ``op_key`` names the torch op (default: ``name``; GEMMs: none, they are
         looked up in measured tables). Returns the first written buffer."""
@@ -149,7 +150,7 @@ class _Emitter:
         key, x, count = table or (None, 0.0, 1.0)
         spec = KernelSpec(name=name, family=family, flops=flops, bytes=nbytes, sm=sm,
                           rows=gemm[0] if gemm else None, reads=tuple(reads), writes=tuple(writes),
-                          table=key, x=x, count=count,
+                          table=key, x=x, count=count, parts=parts,
                           op_key=op_key or (None if gemm is not None and family != "gemm_fp32" else name))
         self.b.launch(spec, stream)
         return writes[0] if writes else ""
@@ -241,18 +242,22 @@ class _Emitter:
         token = self.ew("div_index", rows, 2 * I64, [order], [self.buf("token")])
         xs = self.op("index_select", "gather", w * 2 * rows * h + I64 * rows, [x, token], [self.buf("x_sorted")],
                      elements=rows * h, table=(table_key("index_select", N=h), rows, 1.0))
-        touched = touched_experts(d, t) + (n_groups - d.n_experts)
+        routed, chunks = touched_experts(d, t), n_groups - d.n_experts
+        touched = routed + chunks
         per_group = max(1, round(rows / max(touched, 1.0)))
+        # measured tables: the routed experts at their mean rows, each fused shared chunk at all T rows
+        per_routed, shared_part = t * (k - chunks) / routed, ((float(t), float(chunks)),) if chunks else ()
         gu = self.op("grouped_mm_gate_up", "grouped_gemm",
                      w * (rows * h + touched * h * 2 * i + rows * 2 * i) + I32 * n_groups, [xs, offsets],
                      [self.buf("gate_up")], flops=2.0 * rows * h * 2 * i, gemm=(per_group, h, 2 * i),
-                     groups=touched, table=(table_key("grouped_mm", K=h, N=2 * i), rows / touched, touched))
+                     groups=touched, table=(table_key("grouped_mm", K=h, N=2 * i), per_routed, routed),
+                     parts=shared_part)
         act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")], op_key="act_silu")
         act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")], op_key="act_mul")
         y = self.op("grouped_mm_down", "grouped_gemm",
                     w * (rows * i + touched * i * h + rows * h) + I32 * n_groups, [act, offsets],
                     [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=touched,
-                    table=(table_key("grouped_mm", K=i, N=h), rows / touched, touched))
+                    table=(table_key("grouped_mm", K=i, N=h), per_routed, routed), parts=shared_part)
         scale = self.op("index_select", "gather", (2 * F32 + I64) * rows, [wts, order], [self.buf("scale")],
                         elements=rows)
         out = self.ew("zeros", t * h, F32, [], [self.buf("combine_f32")])
