@@ -13,7 +13,6 @@ import numpy as np
 
 from simulator.engine import simulate
 from simulator.errors import InputError
-from simulator.outputs import write_text_atomic
 from simulator.profile import Profile
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
@@ -214,42 +213,3 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.1%}"
-
-
-def write_html(report: dict[str, Any], path: Path) -> None:
-    """Predicted-vs-measured scatter (y = x, ±3% band) and per-preset error bars, one HTML file (atomic)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    rows = report["cases"]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("predicted vs measured (µs per layer)",
-                                                        "median |error| per preset and mode (held out)"))
-    for mode, symbol in (("graph", "circle"), ("eager", "diamond")):
-        for split in ("calibration", "validation"):
-            sel = [r for r in rows if r["mode"] == mode and r["split"] == split]
-            if not sel:
-                continue
-            fig.add_trace(go.Scatter(
-                x=[r["measured_us"] for r in sel], y=[r["predicted_us"] for r in sel], mode="markers",
-                name=f"{mode} ({split})", marker={"symbol": symbol, "opacity": 1.0 if split == "validation" else 0.4},
-                text=[f"{r['preset']} T={r['tokens']} {r['strategy']}: {r['error']:+.1%}" for r in sel]),
-                row=1, col=1)
-    if rows:
-        lo = min(min(r["measured_us"], r["predicted_us"]) for r in rows)
-        hi = max(max(r["measured_us"], r["predicted_us"]) for r in rows)
-        for factor, dash, label in ((1.0, "solid", "y = x"), (1.03, "dot", "+3%"), (0.97, "dot", "-3%")):
-            fig.add_trace(go.Scatter(x=[lo, hi], y=[lo * factor, hi * factor], mode="lines", name=label,
-                                     line={"dash": dash, "color": "grey"}), row=1, col=1)
-    presets = sorted({r["preset"] for r in rows})
-    for mode in ("graph", "eager"):
-        meds = []
-        for p in presets:
-            errs = [abs(r["error"]) for r in rows if r["preset"] == p and r["mode"] == mode
-                    and r["split"] == "validation"]
-            meds.append(float(np.median(errs)) * 100 if errs else None)
-        fig.add_trace(go.Bar(x=presets, y=meds, name=f"{mode} median |error| %"), row=1, col=2)
-    fig.update_xaxes(type="log", title_text="measured µs", row=1, col=1)
-    fig.update_yaxes(type="log", title_text="predicted µs", row=1, col=1)
-    fig.update_yaxes(title_text="%", row=1, col=2)
-    fig.update_layout(title=f"moesim validate — {report['profile']}", height=600)
-    write_text_atomic(path, fig.to_html(include_plotlyjs="cdn"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from calibration.validate import evaluate, gain_signs, load_cases, split_of, summary_lines, write_html
+from calibration.validate import evaluate, gain_signs, load_cases, split_of, summary_lines
 from simulator.cli import calibrate as calibrate_cli
 from simulator.cli import validate as validate_cli
 from simulator.errors import InputError
@@ -118,9 +118,11 @@ def test_calibrate_without_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 
 def test_html_needs_existing_folder(tmp_path: Path) -> None:
+    from simulator.report.build import write_validation_html
+
     report = {"profile": "p", "cases": []}
     with pytest.raises(InputError, match="does not exist"):
-        write_html(report, tmp_path / "missing" / "v.html")
+        write_validation_html(report, tmp_path / "missing" / "v.html", "moesim validate")
 
 
 def test_session_script_layout(folder: Path, tmp_path: Path) -> None:

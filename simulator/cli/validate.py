@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from simulator.errors import InputError
-from simulator.outputs import dumps
+from simulator.outputs import dumps, invocation
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--holdout-presets", nargs="*", help="override the held-out presets recorded in the profile")
     p.add_argument("--holdout-tokens", nargs="*", type=int, help="override the held-out token counts")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--html", type=Path, help="write a predicted-vs-measured plot (plotly) to this file")
+    p.add_argument("--html", type=Path,
+                   help="write the predicted-vs-measured scatter and per-preset errors (offline HTML)")
     p.add_argument("--strict", action="store_true", help="exit code 1 when a target is missed")
     p.set_defaults(handler=run)
 
@@ -40,7 +41,7 @@ def _folder(profile, given: Path | None) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from calibration.validate import evaluate, load_cases, summary_lines, write_html
+    from calibration.validate import evaluate, load_cases, summary_lines
     from simulator.profile import load_profile
 
     profile = load_profile(args.profile)
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     with tqdm(total=len(cases), desc="validate", file=sys.stderr, disable=args.json or None) as bar:
         report = evaluate(profile, cases, presets, tokens, progress=bar.update)
     if args.html:
-        write_html(report, args.html)
+        from simulator.report.build import write_validation_html
+
+        write_validation_html(report, args.html, invocation())
     if args.json:
         print(dumps(report))
     else:
