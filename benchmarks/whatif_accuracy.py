@@ -3,10 +3,13 @@
     python benchmarks/whatif_accuracy.py [DIR] [--profile P] [--eager-durations traced|graph] [--json]
 
 DIR (default: the last ``calibration/measurements/**/`` folder holding ``kernels_real/``) holds
-``kernels_real/cases.json`` (graph medians), ``kernels_real/traces/`` and, when present,
-``kernels_real_eager/cases.json`` (eager medians with the strategies interleaved; they supersede the eager
-records of ``kernels_real``). From each ``{preset}_t{tokens}_sequential_eager`` trace the what-if moves
-``moe.shared_experts`` to an aux stream and predicts the multi_stream time of the same preset and token count:
+``kernels_real/cases.json`` (graph medians), ``kernels_real/traces/`` and, when present, eager re-runs
+``kernels_real_eager2/`` (all eager cases of a preset interleaved, eager traces of N back-to-back layer calls)
+or ``kernels_real_eager/`` (strategies interleaved per token count): the first present re-run's
+``cases.json`` supersedes the eager records of ``kernels_real``, and its ``traces/`` (if it has the
+sequential eager trace) supersede ``kernels_real``'s eager traces in eager mode. From each
+``{preset}_t{tokens}_sequential_eager`` trace the what-if moves ``moe.shared_experts`` to an aux stream and
+predicts the multi_stream time of the same preset and token count:
 
 - graph: the eager trace's kernels replayed as one graph (node gap and replay cost from the profile), with
   kernel durations taken from the case's sequential graph trace, mapped by position in the kernel sequence
@@ -15,6 +18,10 @@ records of ``kernels_real``). From each ``{preset}_t{tokens}_sequential_eager`` 
   replay of the sequential trace last the measured sequential median (takes the profiler's slowdown of the
   host out; uses only the sequential run; the scale is printed);
   kernel durations as traced, or (``--eager-durations graph``) from the graph trace as above.
+
+An eager trace whose metadata says ``moesim_layers_per_trace: N`` is replayed whole and its spans (baseline
+and what-if alike) are divided by N before they are compared with per-layer medians (graph mode replays its
+N layers as one graph, durations mapped by position within a layer); N = 1 traces are used as they are.
 
 Error = |predicted - measured| / measured of the multi_stream time. Predictors: ``raw`` (the what-if's GPU
 span), ``anchored`` (measured sequential median x what-if / baseline: the predicted gain applied to the
@@ -42,6 +49,7 @@ TARGETS = {"graph": (0.015, 0.05), "eager": (0.03, 0.08)}  # median, worst
 SIGN_MIN_GAIN = 0.02
 SANITY = 0.02
 PREDICTORS = ("raw_us", "anchored_us", "nochange_us")
+EAGER_RERUNS = ("kernels_real_eager2", "kernels_real_eager")  # first present wins
 
 
 def _latest() -> Path:
@@ -59,19 +67,20 @@ def _medians(path: Path, mode: str) -> dict[tuple[str, int, str], float]:
 
 def evaluate(folder: Path, profile: str | None, eager_durations: str) -> tuple[list[dict], dict[str, str]]:
     real = folder / "kernels_real"
-    eager_cases = folder / "kernels_real_eager" / "cases.json"
-    if not eager_cases.is_file():
-        eager_cases = real / "cases.json"
+    rerun = next((folder / d for d in EAGER_RERUNS if (folder / d / "cases.json").is_file()), real)
+    eager_cases = rerun / "cases.json"
     medians = {"graph": _medians(real / "cases.json", "graph"), "eager": _medians(eager_cases, "eager")}
     sources = {"graph": str((real / "cases.json").relative_to(folder)), "eager": str(eager_cases.relative_to(folder))}
     rows = []
-    traces = sorted((real / "traces").glob("*_sequential_eager.json*"))
-    for trace in tqdm(traces, desc="what-if", file=sys.stderr, leave=False):
-        preset, tokens = _key(trace.name)
-        graph_trace = trace.with_name(trace.name.replace("_eager", "_graph"))
+    names = sorted({p.name for d in (real, rerun) for p in (d / "traces").glob("*_sequential_eager.json*")})
+    for name in tqdm(names, desc="what-if", file=sys.stderr, leave=False):
+        preset, tokens = _key(name)
+        graph_trace = real / "traces" / name.replace("_eager", "_graph")
         for mode in ("graph", "eager"):
             seq = medians[mode].get((preset, tokens, "sequential"))
             ms = medians[mode].get((preset, tokens, "multi_stream"))
+            trace = next(d / "traces" / name for d in ((real, rerun) if mode == "graph" else (rerun, real))
+                          if (d / "traces" / name).is_file())
             if seq is None or ms is None:
                 continue
             overlay = graph_trace if graph_trace.exists() and (mode == "graph" or eager_durations == "graph") \
@@ -84,9 +93,10 @@ def evaluate(folder: Path, profile: str | None, eager_durations: str) -> tuple[l
                 scale = host_scale_for(trace, seq, profile, overlay)
                 r = run_whatif(trace, REGION, launch="as-traced", profile=profile, durations_from=overlay,
                                host_scale=scale, progress=False)
-            whatif, base = r.whatif_us or 0.0, r.baseline_us
+            whatif, base = r.whatif_layer_us or 0.0, r.baseline_layer_us
             rows.append({
                 "preset": preset, "tokens": tokens, "mode": mode, "seq_us": seq, "ms_us": ms,
+                "trace": str(trace.relative_to(folder)), "layers_per_trace": r.layers,
                 "host_scale": scale, "durations": "graph trace" if overlay else "as traced",
                 "baseline_us": base, "whatif_us": whatif, "raw_us": whatif, "anchored_us": seq * whatif / base,
                 "nochange_us": seq, "gain_measured": (seq - ms) / seq, "gain_predicted": 1 - whatif / base,
@@ -97,10 +107,10 @@ def evaluate(folder: Path, profile: str | None, eager_durations: str) -> tuple[l
 
 def host_scale_for(trace: Path, seq_us: float, profile: str | None, overlay: Path | None) -> float:
     """The factor on traced host time that makes the as-traced replay of the sequential trace last the
-    measured sequential median (bisection; 1 if even unscaled host time is not enough)."""
+    measured sequential median per layer (bisection; 1 if even unscaled host time is not enough)."""
     def span(scale: float) -> float:
         return run_whatif(trace, None, profile=profile, durations_from=overlay, host_scale=scale,
-                          progress=False).baseline_us
+                          progress=False).baseline_layer_us
     lo, hi = 1e-3, 1.0
     if span(hi) <= seq_us:
         return hi
@@ -111,12 +121,14 @@ def host_scale_for(trace: Path, seq_us: float, profile: str | None, overlay: Pat
 
 
 def sanity(folder: Path, profile: str | None) -> list[dict]:
-    """Every trace replayed as traced vs its own span of GPU work."""
+    """Every trace (of ``kernels_real`` and the eager re-runs) replayed as traced vs its own span of GPU work
+    (whole traces: both spans cover all the layer calls the trace holds)."""
     out = []
-    for trace in tqdm(sorted((folder / "kernels_real" / "traces").glob("*.json*")), desc="sanity",
-                      file=sys.stderr, leave=False):
+    traces = sorted(p for d in ("kernels_real", *EAGER_RERUNS) for p in (folder / d / "traces").glob("*.json*"))
+    for trace in tqdm(traces, desc="sanity", file=sys.stderr, leave=False):
         r = run_whatif(trace, None, profile=profile, progress=False)
-        out.append({"trace": trace.name, "measured_us": r.host.measured_us, "replay_us": r.baseline_us,
+        out.append({"trace": str(trace.relative_to(folder)), "measured_us": r.host.measured_us,
+                    "replay_us": r.baseline_us,
                     "error": r.baseline_us / r.host.measured_us - 1.0})
     return out
 

@@ -3,7 +3,9 @@
 ``python -m kernels_real.bench --out DIR [--presets ...] [--tokens ...] [--quick] [--device cpu]`` writes
 ``DIR/cases.json`` (one record per measured case), ``DIR/env.json`` (GPU, driver, versions, clocks seen,
 skipped cases), ``DIR/kernels.json`` (per-kernel durations of the traced cases), ``DIR/traces/*.json.gz``
-(Kineto traces, ``record_shapes=True``) and ``DIR/gains.md`` (overlap gains vs sequential).
+(Kineto traces, ``record_shapes=True``; an eager trace holds ``--eager-trace-calls`` back-to-back layer calls,
+``moesim_layers_per_trace`` in its metadata) and ``DIR/gains.md`` (overlap gains vs sequential).
+``--interleave-eager`` times all eager cases of a preset interleaved; ``--trace-only`` traces without timing.
 ROCm was not run: the code uses only stream/event APIs that HIP builds of torch provide.
 """
 
@@ -15,6 +17,7 @@ import gc
 import gzip
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -22,6 +25,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -37,6 +41,14 @@ TRACE_PRESETS = ("deepseek_v3", "qwen2_57b_a14b", "deepseek_v2_lite")
 TRACE_TOKENS = (1, 16, 128, 1024)
 WEIGHT_BYTES_BUDGET = 72e9  # rotating weight sets per preset: well over L2 (60 MB), inside the H200's memory
 MAX_WEIGHT_SETS = 4
+EAGER_ROUNDS = 40  # --interleave-eager: rounds of short bursts (more, shorter bursts average out host drift)
+QUICK_EAGER_ROUNDS = 5
+MIN_BURST = 2  # back-to-back calls per burst, at least
+ORDER_SEED = 20261202  # the interleaved order is shuffled once with this seed
+EAGER_TRACE_CALLS = 3
+
+
+K = TypeVar("K")
 
 
 class BenchInputError(ValueError):
@@ -92,20 +104,25 @@ class Timer:
         n = max(self.min_n, min(self.max_n, int(self.target_s / per_step_s)))
         return self._run(step, n, layers_per_step)
 
-    def measure_interleaved(self, steps: dict[str, Callable[[int], None]], rounds: int = 15) -> dict[str, list[float]]:
-        """Eager timing of several strategies in alternation (A B C A B C ...), so that slow drifts of the host
-        (clock, scheduling) hit every strategy alike; µs per call, pooled over all rounds."""
+    def measure_interleaved(self, steps: dict[K, Callable[[int], None]], rounds: int,
+                            seed: int = ORDER_SEED) -> dict[K, list[float]]:
+        """Eager timing of many cases interleaved: ``rounds`` rounds, each running every case's short burst of
+        back-to-back calls in one fixed order (shuffled once with ``seed``), so that slow drifts of the host
+        (clock, scheduling) hit every case alike; GC off while timing; µs per call, pooled over all rounds.
+        A burst has ``target_s / rounds`` of calls (at least ``MIN_BURST``)."""
         for step in steps.values():
             for i in range(3):
                 step(i)
-        per_call_s = {name: max(statistics.median(self._run(step, 3, 1)) * 1e-6, 1e-6) for name, step in steps.items()}
-        calls = {name: max(3, int(self.target_s / rounds / s)) for name, s in per_call_s.items()}
-        samples: dict[str, list[float]] = {name: [] for name in steps}
+        per_call_s = {key: max(statistics.median(self._run(step, 3, 1)) * 1e-6, 1e-6) for key, step in steps.items()}
+        calls = {key: max(MIN_BURST, int(self.target_s / rounds / s)) for key, s in per_call_s.items()}
+        order = list(steps)
+        random.Random(seed).shuffle(order)
+        samples: dict[K, list[float]] = {key: [] for key in steps}
         gc.disable()
         try:
             for _ in range(rounds):
-                for name, step in steps.items():
-                    samples[name] += self._run(step, calls[name], 1)
+                for key in order:
+                    samples[key] += self._run(steps[key], calls[key], 1)
         finally:
             gc.enable()
         return samples
@@ -189,10 +206,12 @@ class Sweep:
         return time.monotonic() > self.deadline
 
     def run_preset(self, cfg: MoEConfig, tokens: list[int], trace_pass: bool = False) -> None:
-        """Time all cases of one preset, or (``trace_pass``) trace its already timed ones; frees its weights.
+        """Time all cases of one preset, or (``trace_pass``) trace them; frees its weights.
 
-        Tracing runs after all timing because a profiler session can leave CUPTI hooks that slow later
-        kernel launches, which would bias eager timings measured after it.
+        With ``--interleave-eager`` every eager case of the preset (all token counts × strategies) is prepared
+        first and then timed interleaved (``Timer.measure_interleaved``). Tracing runs after all timing
+        because a profiler session can leave CUPTI hooks that slow later kernel launches, which would bias
+        eager timings measured after it.
         """
         n_sets = _weight_sets(cfg, self.gpu, self.args.weight_sets)
         if n_sets < 1:
@@ -201,10 +220,10 @@ class Sweep:
             return
         layer = MoELayer(cfg, self.device)
         weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
+        eager_steps: dict[tuple[int, str], Callable[[int], None]] = {}
         for t in tokens:
             gen = torch.Generator(device=self.device).manual_seed(7 + t)
             x = torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
-            eager_steps: dict[str, Callable[[int], None]] = {}
             for strategy in self.args.strategies:
                 if cfg.applicable(strategy):
                     continue
@@ -217,14 +236,18 @@ class Sweep:
                         continue
                     step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
                     if trace_pass:
-                        self._trace_case(cfg, t, strategy, mode, step)
+                        self._trace_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
                     elif mode == "eager" and self.args.interleave_eager:
-                        eager_steps[strategy] = step
+                        eager_steps[(t, strategy)] = step
                     else:
                         self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
-            if eager_steps:
-                for strategy, samples in self.timer.measure_interleaved(eager_steps).items():
-                    self._record_case(cfg, layer, t, strategy, "eager", samples, 1, n_sets, "interleaved")
+        if eager_steps:
+            rounds = QUICK_EAGER_ROUNDS if self.args.quick else EAGER_ROUNDS
+            order = (f"interleaved across all tokens × strategies of the preset, {rounds} rounds "
+                     f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {MIN_BURST} back-to-back calls)")
+            timed = self.timer.measure_interleaved(eager_steps, rounds)
+            for (t, strategy), samples in sorted(timed.items()):
+                self._record_case(cfg, layer, t, strategy, "eager", samples, 1, n_sets, order)
         del weights, layer
         gc.collect()
         if self.gpu:
@@ -265,25 +288,48 @@ class Sweep:
             "timer": "cuda_events" if self.gpu else "perf_counter", "order": order, "trace": None,
         })
 
-    def _trace_case(self, cfg: MoEConfig, tokens: int, strategy: str, mode: str,
-                    step: Callable[[int], None]) -> None:
+    def _trace_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
+                    step: Callable[[int], None], layers_per_step: int, n_sets: int) -> None:
+        """Trace one case: eager, ``--eager-trace-calls`` warmed back-to-back layer calls (one sync before and
+        after); graph, one replay. Metadata comes from the timed record, or (``--trace-only``, or a case
+        not timed) lacks ``median_us``."""
         key = (cfg.name, tokens, strategy, mode)
         matches = (c for c in self.cases if (c["preset"], c["tokens"], c["strategy"], c["mode"]) == key)
         record = next(matches, None)
-        if record is None:
+        if record is None and not self.args.trace_only:
             return
         for i in range(3):  # warm-up, as before timing
             step(i)
         name = f"{cfg.name}_t{tokens}_{strategy}_{mode}.json.gz"
-        meta = {k: record[k] for k in ("preset", "tokens", "strategy", "mode", "median_us", "weight_sets",
-                                       "layers_per_replay", "backend")}
-        meta["note"] = ("eager: one layer call after a device sync; graph: one replay of "
-                        f"{record['layers_per_replay']} layer calls (one per weight set)")
-        kernels = _trace(lambda: step(0), self.out / "traces" / name, meta, self.gpu)
-        record["trace"] = f"traces/{name}"
-        self.kernels.append({k: record[k] for k in ("preset", "tokens", "strategy", "mode", "trace")}
-                            | {"layers": record["layers_per_replay"], "solo": strategy != "multi_stream",
-                               "kernels": kernels})
+        meta: dict[str, object] = {"preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode}
+        if record is not None:
+            meta["median_us"] = record["median_us"]
+        meta |= {"weight_sets": n_sets, "layers_per_replay": layers_per_step, "backend": layer.backend}
+        if mode == "eager":
+            calls = self.args.eager_trace_calls
+            meta["layers_per_trace"] = calls
+            meta["note"] = (f"eager: {calls} warmed layer call(s) back to back (rotating weight sets), one device "
+                            "sync before and after; divide the trace's spans by layers_per_trace for per-layer "
+                            "figures")
+
+            def fn() -> None:
+                for i in range(calls):
+                    step(i)
+            layers = calls
+        else:
+            meta["note"] = f"graph: one replay of {layers_per_step} layer calls (one per weight set)"
+
+            def fn() -> None:
+                step(0)
+            layers = layers_per_step
+        if record is None:
+            meta["note"] = str(meta["note"]) + "; --trace-only: not timed in this run, so no median_us"
+        kernels = _trace(fn, self.out / "traces" / name, meta, self.gpu)
+        if record is not None:
+            record["trace"] = f"traces/{name}"
+        self.kernels.append({"preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
+                             "trace": f"traces/{name}", "layers": layers, "solo": strategy != "multi_stream",
+                             "kernels": kernels})
 
     def write(self, env: dict[str, object]) -> None:
         _write_json(self.out / "cases.json", self.cases)
@@ -335,7 +381,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=330.0, help="skip remaining cases after this many s")
     p.add_argument("--json", action="store_true", help="print the case records as JSON on stdout")
     p.add_argument("--interleave-eager", action="store_true",
-                   help="time the eager strategies of each preset x tokens in alternation (A B C A B C ...)")
+                   help=f"time all eager cases of a preset (tokens x strategies) interleaved: {EAGER_ROUNDS} rounds "
+                        "of short bursts in one shuffled order")
+    p.add_argument("--eager-trace-calls", type=int, default=EAGER_TRACE_CALLS,
+                   help=f"warmed back-to-back layer calls per eager trace (default {EAGER_TRACE_CALLS})")
+    p.add_argument("--trace-only", action="store_true",
+                   help="no timing: trace the given presets x tokens x strategies x modes (no median_us in them)")
     return p.parse_args(argv)
 
 
@@ -349,6 +400,8 @@ def _validate(args: argparse.Namespace) -> list[MoEConfig]:
     args.tokens = args.tokens or list(QUICK_TOKENS if args.quick else DEFAULT_TOKENS)
     if any(t < 1 for t in args.tokens):
         raise BenchInputError("token counts must be >= 1")
+    if args.eager_trace_calls < 1:
+        raise BenchInputError("--eager-trace-calls must be >= 1")
     if args.weight_sets is not None and args.weight_sets < 1:
         raise BenchInputError("--weight-sets must be >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -374,13 +427,15 @@ def run(args: argparse.Namespace) -> int:
                               "argv": sys.argv[1:], **platform_info(sweep.device),
                               "timing": "CUDA events per replay (GPU) or perf_counter (CPU), warm-up first; "
                                         "all cases timed before any profiler session; eager calls back to back",
+                              "eager_trace_calls": args.eager_trace_calls,
+                              "trace_only": args.trace_only,
                               "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
     if sweep.gpu:
         env["nvidia_smi_before"] = _nvidia_smi()
         current_stream(safe=True)  # run on a dedicated stream, as vLLM does
     started = time.monotonic()
     try:
-        for cfg in configs:
+        for cfg in configs if not args.trace_only else ():
             sweep.run_preset(cfg, args.tokens)
             if sweep.gpu:
                 sweep.clocks.append({"after_preset": cfg.name} | _nvidia_smi())
@@ -390,7 +445,8 @@ def run(args: argparse.Namespace) -> int:
         for cfg in configs:
             trace_tokens = [t for t in args.tokens if t in set(args.trace_tokens)]
             timed = {c["preset"] for c in sweep.cases}
-            if cfg.name.removesuffix("-tiny") in args.trace_presets and trace_tokens and cfg.name in timed:
+            wanted = args.trace_only or cfg.name in timed
+            if cfg.name.removesuffix("-tiny") in args.trace_presets and trace_tokens and wanted:
                 sweep.run_preset(cfg, trace_tokens, trace_pass=True)
                 print(f"[bench] {cfg.name}: traced at {time.monotonic() - started:.1f} s",
                       file=sys.stderr, flush=True)

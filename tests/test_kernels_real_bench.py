@@ -73,6 +73,7 @@ def test_budget_guard_skips_and_still_writes(tmp_path: Path) -> None:
         (["--tokens", "0"], "token counts must be >= 1"),
         (["--strategies", "parallel"], "unknown strategy"),
         (["--modes", "lazy"], "unknown mode"),
+        (["--eager-trace-calls", "0"], "--eager-trace-calls must be >= 1"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(
@@ -83,3 +84,27 @@ def test_bad_input_exits_2_and_writes_nothing(
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_interleaved_eager_and_trace_only_with_back_to_back_calls(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert bench.main(["--out", str(out), "--device", "cpu", "--quick", "--presets", "deepseek_v2_lite",
+                       "--tokens", "1", "4", "--modes", "eager", "--interleave-eager", "--trace-presets"]) == 0
+    cases = json.loads((out / "cases.json").read_text())
+    assert len(cases) == 2 * 3  # 2 token counts × 3 strategies, all interleaved in one pass
+    for c in cases:
+        assert c["order"].startswith(f"interleaved across all tokens × strategies of the preset, "
+                                     f"{bench.QUICK_EAGER_ROUNDS} rounds")
+        assert c["replays"] >= bench.QUICK_EAGER_ROUNDS * bench.MIN_BURST
+    traced = tmp_path / "traced"
+    assert bench.main(["--out", str(traced), "--device", "cpu", "--quick", "--presets", "deepseek_v2_lite",
+                       "--tokens", "4", "--strategies", "sequential", "--trace-only",
+                       "--eager-trace-calls", "2"]) == 0
+    assert json.loads((traced / "cases.json").read_text()) == []
+    [entry] = json.loads((traced / "kernels.json").read_text())
+    assert entry["layers"] == 2 and entry["mode"] == "eager"
+    trace = json.loads(gzip.decompress((traced / entry["trace"]).read_bytes()))
+    assert trace["moesim_layers_per_trace"] == 2 and "moesim_median_us" not in trace
+    assert "--trace-only" in trace["moesim_note"]
+    gates = [e for e in trace["traceEvents"] if e.get("name") == "moe.gate" and e.get("cat") == "user_annotation"]
+    assert len(gates) == 2  # two layer calls in one trace

@@ -90,3 +90,38 @@ def test_real_trace_with_slow_first_launch_replays_its_span() -> None:
     replay the layer ~22% long. As traced, the replay must reproduce the traced span within 2%."""
     r = run_whatif(REAL[-1], None, profile="h200-datasheet", progress=False)
     assert r.baseline_us == pytest.approx(r.host.measured_us, rel=0.02)
+
+
+def _two_layer_trace(path: Path) -> Path:
+    """Two moe_layer calls back to back (kernels_real's eager trace of N = 2 calls)."""
+    s = Synth()
+    moe_layer(s)
+    moe_layer(s)
+    path.write_text(json.dumps(s.document() | {"moesim_layers_per_trace": 2}))
+    return path
+
+
+def test_two_layer_eager_trace_is_replayed_whole_and_divided_by_two(tmp_path: Path) -> None:
+    r = run_whatif(_two_layer_trace(tmp_path / "eager2.json"), "moe.shared_experts", profile=PROFILE,
+                   progress=False)
+    # device-bound: 2 × (10 + 30 + 30 + 40 + 40 + 5) µs of kernels with 11 gaps of 1 µs between 12 kernels
+    assert r.layers == 2
+    assert r.baseline_us == pytest.approx(2 * 155 + 11)
+    assert r.baseline_layer_us == pytest.approx((2 * 155 + 11) / 2)
+    assert r.whatif_us is not None and r.whatif_layer_us == pytest.approx(r.whatif_us / 2)
+    assert r.moved == 4 and r.instances == 2
+    assert r.to_json_dict()["baseline_per_layer_us"] == pytest.approx(160.5)
+
+
+def test_two_layer_eager_trace_takes_graph_durations_per_layer_position(tmp_path: Path) -> None:
+    graph = _graph_trace(tmp_path / "graph.json", NAMES, [[8, 20, 20, 30, 30, 4], [10, 24, 24, 34, 34, 6]], 0.5)
+    r = run_whatif(_two_layer_trace(tmp_path / "eager2.json"), None, launch="graph", profile=PROFILE,
+                   durations_from=graph, progress=False)
+    # both layers take the means (122 µs per layer); one graph of 12 nodes: 11 node gaps of 0.5 µs
+    assert r.baseline_us == pytest.approx(2 * 122 + 11 * 0.5)
+    assert r.baseline_layer_us == pytest.approx(124.75)
+
+
+def test_trace_without_layer_metadata_counts_one_layer(moe: Path) -> None:
+    r = run_whatif(moe, None, profile=PROFILE, progress=False)
+    assert r.layers == 1 and r.baseline_layer_us == r.baseline_us

@@ -4,7 +4,9 @@ A CUDA-graph trace carries no ``record_function`` ranges or operator shapes, but
 replay runs them (back to back, warm clocks). When the graph trace holds ``L`` replayed copies of the eager
 trace's GPU ops in the same order, the eager op at position ``i`` takes the mean duration of the graph ops
 at positions ``i, i + n, …, i + (L - 1) n`` (``n`` = the eager op count). The mapping is by position only;
-it is refused unless every mapped op has the same kind and kernel name.
+it is refused unless every mapped op has the same kind and kernel name. When the replayed trace itself holds
+``N`` layer calls (``layers``: an eager trace's ``moesim_layers_per_trace``), ``n`` is its op count over ``N``
+and its op at position ``i`` maps to the graph ops at ``i mod n, i mod n + n, …``.
 """
 
 from __future__ import annotations
@@ -16,21 +18,25 @@ from simulator.kineto.events import GpuOp, Trace
 from simulator.kineto.program import HostTrace, Item
 
 
-def overlay_durations(host: HostTrace, other: Trace) -> tuple[str, float]:
-    """Replace the duration of every launched GPU op of ``host`` by the mean of its copies in ``other``
-    (same device as ``host``); returns a note saying what was done and the median gap between back-to-back
-    ops on a stream of ``other`` (a graph trace's node gap)."""
+def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[str, float]:
+    """Replace the duration of every launched GPU op of ``host`` (which holds ``layers`` layer calls) by the
+    mean of its layer position's copies in ``other`` (same device as ``host``); returns a note saying what was
+    done and the median gap between back-to-back ops on a stream of ``other`` (a graph trace's node gap)."""
     launches = [item for item in host.items if item.kind == "launch" and item.gpu is not None]
     ops = sorted((op for op in other.gpu_ops if op.device == host.device), key=lambda o: o.ts)
-    n = len(launches)
+    if len(launches) % layers:
+        raise InputError(f"the replayed trace's {len(launches)} GPU ops are not {layers} layer calls of equal "
+                         "length")
+    n = len(launches) // layers
     if n == 0 or not ops or len(ops) % n:
         raise InputError(f"{other.source}: {len(ops)} GPU ops on device {host.device} are not a whole number "
-                         f"of copies of the replayed trace's {n}")
+                         f"of copies of the replayed trace's {n}" + (f" per layer ({layers} layers)" if layers > 1
+                                                                    else ""))
     copies = len(ops) // n
-    order = sorted(range(n), key=lambda k: _gpu(launches[k]).ts)
+    order = sorted(range(len(launches)), key=lambda k: _gpu(launches[k]).ts)
     for pos, k in enumerate(order):
         mine = _gpu(launches[k])
-        same = ops[pos::n]
+        same = ops[pos % n::n]
         for op in same:
             if op.kind != mine.kind or (op.kind == "kernel" and op.name != mine.name):
                 raise InputError(f"{other.source}: GPU op #{pos} is {op.name!r}, the replayed trace has "

@@ -1,10 +1,17 @@
-"""Replay an imported trace and its what-if through the engine; the ``whatif trace`` report."""
+"""Replay an imported trace and its what-if through the engine; the ``whatif trace`` report.
+
+A trace whose metadata says ``moesim_layers_per_trace: N`` (kernels_real's eager traces of N back-to-back
+layer calls) is replayed whole; its per-layer figures are the replayed spans divided by N.
+"""
 
 from __future__ import annotations
 
+import gzip
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import ijson
 
 from simulator.engine import simulate
 from simulator.errors import InputError
@@ -30,6 +37,18 @@ class WhatIf:
     notes: list[str] = field(default_factory=list)
     durations: str = "kernel durations as traced"
     node_gap_us: float | None = None
+    layers: int = 1
+
+    @property
+    def baseline_layer_us(self) -> float:
+        """The baseline's GPU span per layer call of the trace."""
+        return self.baseline_us / self.layers
+
+    @property
+    def whatif_layer_us(self) -> float | None:
+        """The what-if's GPU span per layer call of the trace."""
+        whatif = self.whatif_us
+        return None if whatif is None else whatif / self.layers
 
     @property
     def baseline_us(self) -> float:
@@ -47,6 +66,9 @@ class WhatIf:
             "whatif_us": None if whatif is None else round(whatif, 3),
             "measured_us": round(self.host.measured_us, 3),
             "kernels": len(self.baseline.kernels),
+            "layers_per_trace": self.layers,
+            "baseline_per_layer_us": round(self.baseline_layer_us, 3),
+            "whatif_per_layer_us": None if whatif is None else round(whatif / self.layers, 3),
             "gain": None if gain is None else round(gain, 5),
             "baseline_error": round(self.baseline_us / self.host.measured_us - 1.0, 5)
             if self.host.measured_us > 0 else None,
@@ -79,6 +101,23 @@ def gpu_span(result: SimResult) -> float:
     return max(k.end_us for k in result.kernels) - min(k.start_us for k in result.kernels)
 
 
+def layers_per_trace(path: str | Path) -> int:
+    """``moesim_layers_per_trace`` from the trace's top-level metadata (1 when absent)."""
+    with Path(path).open("rb") as raw:
+        stream = gzip.GzipFile(fileobj=raw) if raw.read(2) == b"\x1f\x8b" else raw
+        raw.seek(0)
+        try:
+            for prefix, event, value in ijson.parse(stream, use_float=True):
+                if prefix == "moesim_layers_per_trace" and event == "number":
+                    layers = int(value)
+                    if layers < 1 or layers != value:
+                        raise InputError(f"{path}: moesim_layers_per_trace must be a whole number >= 1, got {value}")
+                    return layers
+        except (ijson.JSONError, OSError, EOFError):
+            return 1  # read_trace reports the unreadable file
+    return 1
+
+
 def profile_for(trace: Trace, name: str | None) -> Profile:
     """The named profile, else the shipped one matching the traced GPU's name (calibrated first)."""
     if name is not None:
@@ -103,18 +142,22 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                progress: bool = True) -> WhatIf:
     """Import ``path``, replay it under ``launch`` and, when ``region`` is given, its aux-stream what-if.
     ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph run) whose kernel durations
-    replace the traced ones; ``host_scale`` multiplies the traced host time between submissions."""
+    replace the traced ones; ``host_scale`` multiplies the traced host time between submissions. The trace is
+    replayed whole; ``WhatIf.layers`` is its ``moesim_layers_per_trace`` (per-layer figures divide by it)."""
     if host_scale <= 0:
         raise InputError(f"host scale must be positive, got {host_scale}")
     trace = read_trace(path, progress=progress)
+    layers = layers_per_trace(path)
     prof = profile_for(trace, profile)
     host = import_trace(trace, prof, device=device, thread=thread)
     notes = []
     durations = "kernel durations as traced"
     node_gap = None
     if durations_from is not None:
-        durations, node_gap = overlay_durations(host, read_trace(durations_from, progress=progress))
+        durations, node_gap = overlay_durations(host, read_trace(durations_from, progress=progress), layers)
         attach_demand(host.items, trace, host.device, prof)
+    if layers > 1:
+        notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
     if host_scale != 1.0 and launch == "as-traced":
         notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
     del trace
@@ -123,7 +166,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                                         node_gap_us=node_gap),
                         sharing)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
-                    notes=notes, durations=durations, node_gap_us=node_gap)
+                    notes=notes, durations=durations, node_gap_us=node_gap, layers=layers)
     if region is not None:
         move = move_region(host, region, prof, launch, join_after)
         program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}", host_scale=host_scale,
