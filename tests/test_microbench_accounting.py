@@ -34,6 +34,25 @@ def test_memory_bound_bytes(spec, nbytes):
     assert accounting.cost(spec)[0] == nbytes
 
 
+def test_routing_ops_bytes_and_flops_by_hand():
+    f32 = {"op": "mm_f32", "M": 2, "K": 3, "N": 5}
+    assert accounting.cost(f32) == (4 * (6 + 15 + 10), 60)  # x, W, out in fp32; 2 x 2 x 3 x 5 flops
+    assert accounting.cost({"op": "softmax", "M": 2, "E": 64}) == (4 * 128 * 2, 4 * 128)  # logits in, probs out
+    assert accounting.cost({"op": "sigmoid", "M": 1, "E": 256}) == (2048, 1024)
+    assert accounting.cost({"op": "scatter_add", "n": 8, "E": 256}) == (8 * 8 + 4 * 8 + 4 * 256 * 2, 8)
+    assert accounting.cost({"op": "cumsum", "E": 64}) == (512, 64)  # int32 in and out
+    # 1 token, top-8, hidden 3584: 8 fp32 rows in, [1, 3584] fp32 read and written, 8 int64 indices
+    assert accounting.cost({"op": "index_add", "M": 1, "k": 8, "N": 3584}) == (
+        4 * 8 * 3584 + 2 * 4 * 3584 + 64, 8 * 3584)
+    assert accounting.cost({"op": "silu_half", "M": 8, "N": 10}) == (2 * 2 * 80, 320)
+    assert accounting.cost({"op": "mul_half", "M": 8, "N": 10}) == (3 * 2 * 80, 80)
+
+
+def test_fp32_router_weight_sets_the_rotations():
+    spec = {"op": "mm_f32", "M": 1, "K": 7168, "N": 256}  # 7 MiB fp32 weight -> ceil(240 / 7) = 35
+    assert accounting.rotations(spec, 60 << 20) == 35
+
+
 def test_chain_sums_its_parts():
     a, b = shapes.gemm_spec(1, 4, 4), shapes.copy_spec(100)
     assert accounting.cost(shapes.chain_spec([a, b], "t")) == (2 * (4 + 16 + 4) + 200, 32)

@@ -36,3 +36,18 @@ def test_gated_spans_start_lanes_together():
     assert held
     assert 1.5 * one < two < 2.6 * one
     assert small < 0.5 * big  # the small lane did not wait for the big one
+
+
+def test_staggered_spans_measure_the_later_lanes_delay():
+    import torch
+
+    from calibration.microbench.timing import STAGGER_CYCLES, staggered_spans
+
+    x = torch.randn(1 << 24, device="cuda")
+    gate, s1, s2 = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
+    lanes = [(s1, [lambda: x.mul(2.0)], 0), (s2, [lambda: x[:256].mul(2.0)], STAGGER_CYCLES)]
+    staggered_spans(torch, gate, lanes)  # warm-up
+    ((a0, a1), (b0, b1)), held = staggered_spans(torch, gate, lanes)
+    assert held
+    assert 0.5 < b0 - a0 < 10.0  # ~2 µs of sleep on the later lane
+    assert a0 < a1 and b0 < b1

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from calibration.microbench import records, shapes, table, traces
-from calibration.microbench.__main__ import main
+from calibration.microbench import corun, records, shapes, table, traces
+from calibration.microbench.__main__ import main, parse_args
 
 
 def test_solo_record_carries_family_shape_bytes_flops_and_stats():
@@ -36,6 +36,36 @@ def test_corun_record_slowdowns_and_gain():
     assert rec["b"]["bytes"] == 60  # chain of two copies, read + write
     assert rec["b"]["shape"]["ops"][1] == {"family": "copy", "op": "copy", "bytes": 20, "tag": ""}
     assert rec["n"] == 9
+    assert rec["first"] is None and rec["offset_us"] == 0.0  # gated: both sides start on one event
+
+
+def test_corun_record_rejects_an_unknown_first_side():
+    with pytest.raises(ValueError, match="first"):
+        records.corun_record("k", shapes.copy_spec(1), shapes.copy_spec(1),
+                             {"a": 1, "b": 1, "seq": 2, "a_in": 1, "b_in": 1, "together": 1}, 1, {}, first="c")
+
+
+def test_corun_sample_spans_from_each_sides_own_begin():
+    got = corun.corun_sample((0.5, 10.5), (2.5, 40.0))  # a begins first, b 2 µs later
+    assert got == {"a_in": 10.0, "b_in": 37.5, "together": 39.5, "offset": 2.0, "a_start": 0.5, "b_start": 2.5}
+
+
+def test_staggered_records_one_per_start_order():
+    a, b = shapes.topk_spec(1, 64, 8), shapes.gemm_spec(1, 8, 16)
+    pair = {"kind": "routing_x_shared", "a": a, "b": b, "staggered": True}
+    solo = {"a": [9.0, 10.0, 11.0], "b": [20.0, 20.0, 20.0], "seq": [30.0, 31.0, 29.0]}
+    orders = {"a": [corun.corun_sample((0.0, 10.0), (2.0, 24.0)) for _ in range(3)],
+              "b": [corun.corun_sample((2.0, 32.0), (0.0, 20.0)) for _ in range(3)]}
+    recs = corun.staggered_records(pair, solo, orders, 3, 0)
+    assert [r["first"] for r in recs] == ["a", "b"]
+    a_first, b_first = recs
+    assert a_first["a"]["solo_us"] == 10.0 and a_first["b"]["solo_us"] == 20.0 and a_first["sequential_us"] == 30.0
+    assert (a_first["a_us_in_corun"], a_first["b_us_in_corun"], a_first["together_us"]) == (10.0, 22.0, 24.0)
+    assert (a_first["offset_us"], a_first["a_start_us"], a_first["b_start_us"]) == (2.0, 0.0, 2.0)
+    assert b_first["slowdown_a"] == pytest.approx(3.0)  # 30 µs beside the GEMM that took the SMs first
+    assert b_first["overlap_gain"] == pytest.approx(1 - 32 / 30)
+    assert b_first["samples_us"]["a_in"] == [30.0, 30.0, 30.0]
+    json.dumps(recs, allow_nan=False)
 
 
 def test_write_json_atomic_replaces_and_leaves_no_temp(tmp_path):
@@ -122,7 +152,13 @@ def test_cli_without_gpu_says_so_and_exits_2(tmp_path, capsys):
 def test_cli_rejects_bad_arguments(tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
-    for argv in (["--out", str(f)], ["--out", str(tmp_path), "--budget-s", "0"], []):
+    for argv in (["--out", str(f)], ["--out", str(tmp_path), "--budget-s", "0"], [],
+                 ["--out", str(tmp_path), "--only", "solo"]):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
+
+
+def test_only_corun_is_parsed(tmp_path):
+    assert parse_args(["--out", str(tmp_path), "--only", "corun"]).only == "corun"
+    assert parse_args(["--out", str(tmp_path)]).only is None

@@ -64,14 +64,58 @@ def test_coarse_pass_comes_first_so_a_budget_cut_keeps_every_family():
 
 def test_quick_list_is_small():
     assert len(shapes.solo_specs(quick=True)) < 80
-    assert len(shapes.corun_pairs(quick=True)) <= 5
+    assert len(shapes.corun_pairs(quick=True)) <= 6
 
 
 def test_corun_pairs_cover_the_requested_kinds():
     pairs = shapes.corun_pairs()
-    assert 15 <= len(pairs) <= 30
-    kinds = {p["kind"] for p in pairs}
-    assert kinds == {"moe_routed_x_shared", "moe_grouped_x_shared", "mem_x_mem", "mem_x_compute", "small_x_large"}
+    gated = [p for p in pairs if not p["staggered"]]
+    assert 15 <= len(gated) <= 30
+    assert {p["kind"] for p in gated} == {"moe_routed_x_shared", "moe_grouped_x_shared", "mem_x_mem",
+                                          "mem_x_compute", "small_x_large"}
+    assert pairs[len(gated):] == shapes.routing_pairs()  # the staggered routing pairs come last
+
+
+def test_routing_specs_of_qwen2_at_16_tokens():
+    qw = shapes.PRESET_BY_NAME["Qwen2-57B-A14B"]
+    specs = {s["op"]: s for s in shapes.routing_specs(qw, 16)}
+    assert list(specs) == ["mm_f32", "softmax", "topk", "sort", "scatter_add", "cumsum", "index_select", "chain",
+                           "index_add"]
+    assert (specs["mm_f32"]["M"], specs["mm_f32"]["K"], specs["mm_f32"]["N"]) == (16, 3584, 64)
+    assert (specs["softmax"]["M"], specs["softmax"]["E"]) == (16, 64)
+    assert specs["topk"]["k"] == 8 and specs["topk"]["sorted"] is True
+    assert specs["sort"]["n"] == 128 and specs["scatter_add"]["n"] == 128  # 16 tokens x top-8
+    assert specs["cumsum"]["E"] == 64
+    assert (specs["index_select"]["M"], specs["index_select"]["k"], specs["index_select"]["N"]) == (16, 8, 3584)
+    assert [(s["op"], s["M"], s["N"]) for s in specs["chain"]["ops"]] == [("silu_half", 128, 2560),
+                                                                         ("mul_half", 128, 2560)]
+    assert {s["family"] for s in specs.values() if s["op"] != "chain"} == {
+        "op:router_gemm", "op:softmax", "op:topk", "op:sort", "op:scatter_add", "op:cumsum", "op:index_select",
+        "op:index_add"}
+
+
+def test_deepseek_routing_scores_with_sigmoid():
+    ops = [s["op"] for s in shapes.routing_specs(shapes.PRESET_BY_NAME["DeepSeek-V3"], 1)]
+    assert "sigmoid" in ops and "softmax" not in ops
+
+
+def test_routing_pairs_cross_every_routing_kernel_with_seven_partners():
+    pairs = shapes.routing_pairs()
+    assert len(pairs) == 7 * 9  # Qwen2 shared@1, @16, V3 shared@1, grouped of both presets @1, @16
+    assert all(p["staggered"] for p in pairs)
+    partners = {(p["kind"], p["b"]["tag"], p["b"].get("M", p["b"].get("tokens"))) for p in pairs}
+    assert partners == {
+        ("routing_x_shared", "Qwen2-57B-A14B:shared_gate_up", 1), ("routing_x_shared",
+                                                                   "Qwen2-57B-A14B:shared_gate_up", 16),
+        ("routing_x_shared", "DeepSeek-V3:shared_gate_up", 1),
+        ("routing_x_grouped", "Qwen2-57B-A14B:gate_up", 1), ("routing_x_grouped", "Qwen2-57B-A14B:gate_up", 16),
+        ("routing_x_grouped", "DeepSeek-V3:gate_up", 1), ("routing_x_grouped", "DeepSeek-V3:gate_up", 16)}
+    for p in pairs:  # the routing kernel runs at the partner's token count and preset
+        a, b = p["a"], p["b"]
+        tokens = b.get("tokens", b.get("M"))
+        assert a["tag"].split(":")[0] == f"{b['tag'].split(':')[0]}@{tokens}"
+    qw_up16 = next(p["b"] for p in pairs if p["b"]["op"] == "mm" and p["b"]["M"] == 16)
+    assert (qw_up16["K"], qw_up16["N"]) == (3584, 2 * 20480)
 
 
 def test_moe_sides_are_the_expert_chains():

@@ -1,4 +1,5 @@
-"""``python -m calibration.microbench --out DIR [--quick] [--budget-s N]``: measure, write DIR/microbench.json."""
+"""``python -m calibration.microbench --out DIR [--quick] [--budget-s N] [--only corun]``: measure, write
+DIR/microbench.json (``--only corun``: env, ceilings, host costs and the co-run pairs; no solo shapes)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", required=True, type=Path, help="folder for microbench.json")
     ap.add_argument("--quick", action="store_true", help="a tiny subset (smoke test)")
     ap.add_argument("--budget-s", type=float, default=240.0, help="wall-clock budget; the rest is skipped")
+    ap.add_argument("--only", choices=("corun",), default=None,
+                    help="measure only this stage (plus env, ceilings and host costs, which are fast)")
     args = ap.parse_args(argv)
     if args.budget_s <= 0:
         ap.error("--budget-s must be positive")
@@ -52,7 +55,7 @@ def _stage(name: str, fn: Callable[[], Any], default: Any, notes: list[str]) -> 
         return default
 
 
-def measure(torch: Any, quick: bool, budget: Budget) -> dict[str, Any]:
+def measure(torch: Any, quick: bool, budget: Budget, only: str | None = None) -> dict[str, Any]:
     from calibration.microbench import ceilings, corun, envinfo, host_costs, kernel_facts, solo
 
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -62,15 +65,20 @@ def measure(torch: Any, quick: bool, budget: Budget) -> dict[str, Any]:
     print(f"microbench: {env['gpu']}, torch {env['torch']}, budget {budget.total:.0f} s", file=sys.stderr)
     ceil = _stage("ceilings", lambda: ceilings.run(torch, dev, quick), {}, notes)
     host = _stage("host", lambda: host_costs.run(torch, dev, notes), {}, notes)
-    budget.stage(STAGES["solo"])
-    reps = 5 if quick else 7
-    solo_recs = _stage("solo", lambda: solo.run(torch, shapes.solo_specs(quick), dev, l2, budget, reps, notes),
-                       [], notes)
-    budget.stage(STAGES["corun"])
+    solo_recs: list[dict[str, Any]] = []
+    if only is None:
+        budget.stage(STAGES["solo"])
+        reps = 5 if quick else 7
+        solo_recs = _stage("solo", lambda: solo.run(torch, shapes.solo_specs(quick), dev, l2, budget, reps, notes),
+                           [], notes)
+    else:
+        notes.append(f"--only {only}: solo shapes and kernel facts not measured in this run")
+    budget.stage(STAGES["corun"] if only is None else 1.0)
     co = _stage("corun", lambda: corun.run(torch, shapes.corun_pairs(quick), dev, l2, budget, 10 if quick else 15,
                                            notes), [], notes)
-    budget.stage(STAGES["kernel-facts"])
-    _stage("kernel-facts", lambda: kernel_facts.run(torch, solo_recs, dev, budget, notes), None, notes)
+    if only is None:
+        budget.stage(STAGES["kernel-facts"])
+        _stage("kernel-facts", lambda: kernel_facts.run(torch, solo_recs, dev, budget, notes), None, notes)
     env["clocks_after"] = envinfo.clocks()
     notes += [f"solo: {solo.HOW}", f"corun: {corun.HOW}", f"kernel facts: {kernel_facts.HOW}",
               "solo median_us is the per-call period in a graph chain (kernel + graph node gap); subtract "
@@ -86,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no GPU: {why}", file=sys.stderr)
         return 2
     budget = Budget(args.budget_s)
-    doc = measure(torch, args.quick, budget)
+    doc = measure(torch, args.quick, budget, args.only)
     path = args.out / "microbench.json"
     records.write_json_atomic(path, doc)
     print(table.summary(doc, str(path)))

@@ -42,6 +42,12 @@ def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]
             x, w, o = _rand(torch, (m, k), bf, dev), _rand(torch, (k, n), bf, dev), torch.empty((m, n), dtype=bf,
                                                                                                  device=dev)
             calls.append(lambda x=x, w=w, o=o: torch.mm(x, w, out=o))
+    elif op == "mm_f32":
+        m, k, n, f32 = spec["M"], spec["K"], spec["N"], torch.float32
+        for _ in range(rot):
+            x, w, o = _rand(torch, (m, k), f32, dev), _rand(torch, (k, n), f32, dev), torch.empty((m, n), dtype=f32,
+                                                                                                  device=dev)
+            calls.append(lambda x=x, w=w, o=o: torch.mm(x, w, out=o))
     elif op == "grouped_mm":
         e, k, n = spec["E"], spec["K"], spec["N"]
         key = ("grouped_w", e, k, n)
@@ -65,15 +71,49 @@ def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]
             a = _rand(torch, (spec["M"], spec["N"]), bf, dev)
             o = torch.empty_like(a)
             calls.append(lambda a=a, o=o: silu_out(a, out=o))
+    elif op in ("silu_half", "mul_half"):  # one half of [M, 2N], as kernels_real's silu_and_mul reads it
+        m, n = spec["M"], spec["N"]
+        silu_out = torch.ops.aten.silu.out
+        for _ in range(rot):
+            h, a, o = _rand(torch, (m, 2 * n), bf, dev), _rand(torch, (m, n), bf, dev), torch.empty((m, n), dtype=bf,
+                                                                                                    device=dev)
+            calls.append((lambda h=h, o=o: silu_out(h[:, :n], out=o)) if op == "silu_half"
+                         else (lambda h=h, a=a, o=o: torch.mul(a, h[:, n:], out=o)))
+    elif op in ("softmax", "sigmoid"):
+        softmax_out = torch.ops.aten._softmax.out
+        for _ in range(rot):
+            lg = _rand(torch, (spec["M"], spec["E"]), torch.float32, dev)
+            o = torch.empty_like(lg)
+            calls.append((lambda lg=lg, o=o: softmax_out(lg, -1, False, out=o)) if op == "softmax"
+                         else (lambda lg=lg, o=o: torch.sigmoid(lg, out=o)))
+    elif op == "scatter_add":
+        for _ in range(rot):
+            ids = torch.randint(0, spec["E"], (spec["n"],), dtype=torch.int64, device=dev)
+            ones = torch.ones((spec["n"],), dtype=torch.int32, device=dev)
+            counts = torch.zeros((spec["E"],), dtype=torch.int32, device=dev)
+            calls.append(lambda ids=ids, ones=ones, c=counts: c.scatter_add_(0, ids, ones))
+    elif op == "cumsum":
+        for _ in range(rot):
+            counts = torch.randint(0, 16, (spec["E"],), dtype=torch.int32, device=dev)
+            o = torch.empty_like(counts)
+            calls.append(lambda c=counts, o=o: torch.cumsum(c, 0, dtype=torch.int32, out=o))
+    elif op == "index_add":
+        m, k, n = spec["M"], spec["k"], spec["N"]
+        for _ in range(rot):
+            out = torch.zeros((m, n), dtype=torch.float32, device=dev)
+            idx = torch.randint(0, m, (m * k,), dtype=torch.int64, device=dev)
+            src = _rand(torch, (m * k, n), torch.float32, dev)
+            calls.append(lambda o=out, idx=idx, src=src: o.index_add_(0, idx, src))
     elif op == "topk":
+        srt = bool(spec.get("sorted", False))
         for _ in range(rot):
             logits = _rand(torch, (spec["M"], spec["E"]), torch.float32, dev)
             vals = torch.empty((spec["M"], spec["k"]), dtype=torch.float32, device=dev)
             idx = torch.empty((spec["M"], spec["k"]), dtype=torch.int64, device=dev)
-            calls.append(lambda lg=logits, v=vals, i=idx: torch.topk(lg, spec["k"], dim=-1, sorted=False, out=(v, i)))
+            calls.append(lambda lg=logits, v=vals, i=idx: torch.topk(lg, spec["k"], dim=-1, sorted=srt, out=(v, i)))
     elif op == "sort":
         for _ in range(rot):
-            ids = torch.randint(0, 1 << 16, (spec["n"],), dtype=torch.int64, device=dev)
+            ids = torch.randint(0, spec.get("E", 1 << 16), (spec["n"],), dtype=torch.int64, device=dev)
             vals, idx = torch.empty_like(ids), torch.empty_like(ids)
             calls.append(lambda ids=ids, v=vals, i=idx: torch.sort(ids, stable=True, out=(v, i)))
     elif op == "sum_k":

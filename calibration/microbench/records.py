@@ -39,13 +39,16 @@ def side_record(spec: Spec, solo_us: float) -> dict[str, Any]:
             "flops": flops}
 
 
-def corun_record(kind: str, a: Spec, b: Spec, med: dict[str, float], n: int,
-                 extra: dict[str, Any]) -> dict[str, Any]:
-    """One ``corun`` entry from the medians of the gated measurements (keys ``a``, ``b``, ``seq``,
-    ``together``, ``a_in``, ``b_in``)."""
+def corun_record(kind: str, a: Spec, b: Spec, med: dict[str, float], n: int, extra: dict[str, Any],
+                 first: str | None = None, offset_us: float = 0.0) -> dict[str, Any]:
+    """One ``corun`` entry from the medians of the measurements (keys ``a``, ``b``, ``seq``, ``together``,
+    ``a_in``, ``b_in``). ``first``: which side was launched first on the device ("a" or "b"; None when both
+    started on one event) and ``offset_us`` how much later the other side began (0 when gated)."""
+    if first not in (None, "a", "b"):
+        raise ValueError(f"first must be 'a', 'b' or None, not {first!r}")
     rec = {"kind": kind, "a": side_record(a, med["a"]), "b": side_record(b, med["b"]),
            "together_us": med["together"], "a_us_in_corun": med["a_in"], "b_us_in_corun": med["b_in"],
-           "sequential_us": med["seq"], "n": n}
+           "sequential_us": med["seq"], "n": n, "first": first, "offset_us": offset_us}
     rec["slowdown_a"] = med["a_in"] / med["a"] if med["a"] > 0 else None
     rec["slowdown_b"] = med["b_in"] / med["b"] if med["b"] > 0 else None
     rec["overlap_gain"] = 1.0 - med["together"] / med["seq"] if med["seq"] > 0 else None

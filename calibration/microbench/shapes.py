@@ -26,13 +26,14 @@ class Preset:
     top_k: int
     shared_inter: int  # total shared-expert width (n_shared × width); 0 = none
     shared_gate: bool = False  # Qwen2-style sigmoid gate Linear(hidden, 1) on the shared output
+    score: str = "softmax"  # router scores over the logits: softmax or sigmoid (kernels_real's router kinds)
 
 
 PRESETS: tuple[Preset, ...] = (
-    Preset("DeepSeek-V3", 7168, 2048, 256, 8, 2048),
-    Preset("Kimi-K2", 7168, 2048, 384, 8, 2048),
+    Preset("DeepSeek-V3", 7168, 2048, 256, 8, 2048, score="sigmoid"),
+    Preset("Kimi-K2", 7168, 2048, 384, 8, 2048, score="sigmoid"),
     Preset("Qwen2-57B-A14B", 3584, 2560, 64, 8, 20480, shared_gate=True),
-    Preset("Llama-4-Scout", 5120, 8192, 16, 1, 8192),
+    Preset("Llama-4-Scout", 5120, 8192, 16, 1, 8192, score="sigmoid"),
     Preset("DeepSeek-V2-Lite", 2048, 1408, 64, 6, 2 * 1408),
     Preset("Qwen3-30B-A3B", 2048, 768, 128, 8, 0),
 )
@@ -192,13 +193,57 @@ def moe_sides(preset: Preset, tokens: int) -> tuple[Spec, Spec]:
     return (chain_spec(routed, f"{p.name}:routed@{tokens}"), chain_spec(shared, f"{p.name}:shared@{tokens}"))
 
 
-def _pair(kind: str, a: Spec, b: Spec) -> dict[str, Any]:
-    return {"kind": kind, "a": a, "b": b}
+def routing_specs(preset: Preset, tokens: int) -> list[Spec]:
+    """The routing-path kernels of one MoE layer at ``tokens`` tokens, as kernels_real issues them (families
+    are the profile's traced ``op:KEY`` families): fp32 router GEMM, softmax/sigmoid scores, sorted top-k,
+    stable sort of the M·k expert ids, scatter_add counts, cumsum offsets, index_select of the routed rows,
+    SiLU-and-mul on the strided halves of [M·k, 2·I] (two kernels), index_add_ combine in fp32."""
+    p, m = preset, tokens
+    rows, tag = tokens * preset.top_k, f"{preset.name}@{tokens}"
+    act = [{"family": "op:act_silu", "op": "silu_half", "M": rows, "N": p.moe_inter, "tag": f"{tag}:act_silu"},
+           {"family": "op:act_mul", "op": "mul_half", "M": rows, "N": p.moe_inter, "tag": f"{tag}:act_mul"}]
+    return [
+        {"family": "op:router_gemm", "op": "mm_f32", "M": m, "K": p.hidden, "N": p.experts, "tag": tag},
+        {"family": f"op:{p.score}", "op": p.score, "M": m, "E": p.experts, "tag": tag},
+        {"family": "op:topk", "op": "topk", "M": m, "E": p.experts, "k": p.top_k, "sorted": True, "tag": tag},
+        {"family": "op:sort", "op": "sort", "n": rows, "E": p.experts, "tag": tag},
+        {"family": "op:scatter_add", "op": "scatter_add", "n": rows, "E": p.experts, "tag": tag},
+        {"family": "op:cumsum", "op": "cumsum", "E": p.experts, "tag": tag},
+        {"family": "op:index_select", "op": "index_select", "M": m, "k": p.top_k, "N": p.hidden, "tag": tag},
+        chain_spec(act, f"{tag}:silu_and_mul"),
+        {"family": "op:index_add", "op": "index_add", "M": m, "k": p.top_k, "N": p.hidden, "tag": tag},
+    ]
+
+
+def _pair(kind: str, a: Spec, b: Spec, staggered: bool = False) -> dict[str, Any]:
+    """A co-run pair; ``staggered`` pairs are measured in both start orders, the second side ~2 µs later."""
+    return {"kind": kind, "a": a, "b": b, "staggered": staggered}
+
+
+def routing_pairs(quick: bool = False) -> list[dict[str, Any]]:
+    """Each routing kernel (side a) beside the small-M shared-expert gate/up GEMM (Qwen2 at 1 and 16 tokens,
+    DeepSeek-V3 at 1) and beside the same preset's grouped gate/up GEMM at 1 and 16 tokens (side b), at the
+    partner's token count; measured in both start orders (staggered)."""
+    ds, qw = PRESET_BY_NAME["DeepSeek-V3"], PRESET_BY_NAME["Qwen2-57B-A14B"]
+
+    def shared_up(p: Preset, t: int) -> Spec:
+        return gemm_spec(t, p.hidden, 2 * p.shared_inter, f"{p.name}:shared_gate_up")
+
+    partners = [("routing_x_shared", qw, 1, shared_up(qw, 1)), ("routing_x_grouped", qw, 1, grouped_spec(qw, 1,
+                                                                                                        "gate_up"))]
+    if quick:
+        return [_pair(kind, routing_specs(p, t)[2], b, staggered=True) for kind, p, t, b in partners]
+    partners += [("routing_x_shared", qw, 16, shared_up(qw, 16)), ("routing_x_shared", ds, 1, shared_up(ds, 1)),
+                 ("routing_x_grouped", qw, 16, grouped_spec(qw, 16, "gate_up")),
+                 ("routing_x_grouped", ds, 1, grouped_spec(ds, 1, "gate_up")),
+                 ("routing_x_grouped", ds, 16, grouped_spec(ds, 16, "gate_up"))]
+    return [_pair(kind, a, b, staggered=True) for kind, p, t, b in partners for a in routing_specs(p, t)]
 
 
 def corun_pairs(quick: bool = False) -> list[dict[str, Any]]:
     """Co-run pairs, most informative first: the MoE overlap itself, then memory × memory, memory ×
-    compute, small latency-bound × large."""
+    compute, small latency-bound × large (all gated: both sides start on one event), then the staggered
+    routing-kernel pairs of ``routing_pairs``."""
     ds, qw = PRESET_BY_NAME["DeepSeek-V3"], PRESET_BY_NAME["Qwen2-57B-A14B"]
     big = gemm_spec(BIG_M, 7168, 4096, "big")
     copy256, copy64 = copy_spec(256 << 20, "d2d"), copy_spec(64 << 20, "d2d")
@@ -214,7 +259,7 @@ def corun_pairs(quick: bool = False) -> list[dict[str, Any]]:
     qw_up1 = gemm_spec(1, 3584, 40960, "Qwen2-57B-A14B:shared_gate_up")
     if quick:
         return [moe_chain(qw, 1), moe_gemms(ds, 1), _pair("mem_x_mem", copy256, copy256),
-                _pair("small_x_large", topk_spec(1, 256, 8, "DeepSeek-V3"), qw_up1)]
+                _pair("small_x_large", topk_spec(1, 256, 8, "DeepSeek-V3"), qw_up1), *routing_pairs(quick=True)]
     lm, dl = PRESET_BY_NAME["Llama-4-Scout"], PRESET_BY_NAME["DeepSeek-V2-Lite"]
     pairs = [moe_chain(qw, 1), moe_chain(ds, 1), moe_chain(qw, 64), moe_chain(ds, 256)]
     pairs += [moe_gemms(p, t) for p in (ds, qw) for t in COARSE_TOKENS]
@@ -230,4 +275,4 @@ def corun_pairs(quick: bool = False) -> list[dict[str, Any]]:
               _pair("small_x_large", topk_spec(64, 256, 8, "DeepSeek-V3"), big),
               _pair("small_x_large", sort_spec(8, "top_k=8"), copy256),
               _pair("small_x_large", elementwise_spec("silu", 1, 2048, "DeepSeek-V3:shared_act"), big)]
-    return pairs
+    return pairs + routing_pairs()
