@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
-# PARTS: parts joined by '+' (tests, micro, sweep, eager, eager2), or all (= tests+micro+sweep).
+# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -13,6 +13,12 @@ has() { [[ $parts == all && $1 != eager* ]] || [[ "+$parts+" == *"+$1+"* ]]; }
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip)'
 if has tests; then
   python3 -m pytest -q -m gpu tests/test_kernels_real_gpu.py tests/test_microbench_gpu.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -5
+fi
+if has corun; then
+  # co-run pairs only (the routing kernels beside small-M shared GEMMs and grouped GEMMs, both start orders)
+  python3 -m pytest -q -m gpu tests/test_microbench_gpu.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests-corun.log" | tail -3
+  python3 -m calibration.microbench --out "$out/microbench_corun" --only corun --budget-s 120 2>&1 \
+    | tee "$out/microbench-corun.log" | tail -30
 fi
 if has micro; then
   python3 -m calibration.microbench --out "$out/microbench" 2>&1 | tee "$out/microbench.log" | tail -40
