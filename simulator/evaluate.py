@@ -49,6 +49,24 @@ class Platform:
         profile = _profile(self.profile)
         return profile, LinkFigures.of(profile, self.link_bandwidth_GBps, self.link_latency_us)
 
+    def link_source(self) -> str:
+        """Where the collectives' link figures come from: the scenario, a fit to collective measurements
+        (``calibration.fit_comm`` writes ``fit.link``) or, otherwise, datasheet figures."""
+        overridden = [name for name, v in (("bandwidth", self.link_bandwidth_GBps),
+                                           ("latency", self.link_latency_us)) if v is not None]
+        profile = _profile(self.profile)
+        base = ("measured (the profile's fit.link)" if "link" in profile.fit
+                else f"NOT measured: datasheet figures in profile {profile.name}")
+        if len(overridden) == 2:
+            return "set in the scenario"
+        return f"{overridden[0]} set in the scenario, the rest {base}" if overridden else base
+
+    def describe_link(self) -> str:
+        """One line: the link figures the collectives are timed with and their source."""
+        _, link = self.resolve()
+        return (f"{link.bandwidth_GBps:g} GB/s per direction, {link.latency_us:g} µs per collective "
+                f"({self.link_source()})")
+
 
 @lru_cache(maxsize=32)
 def _profile(name: str) -> Profile:
@@ -161,10 +179,13 @@ class Evaluation:
 
     def to_json_dict(self) -> dict[str, Any]:
         c = self.case
+        link = c.platform.resolve()[1]
         return {
             "scenario": self.scenario,
             "profile": {"name": self.profile.name, "provenance": self.profile.provenance,
                         "describe": self.profile.describe()},
+            "link": {"bandwidth_GBps": link.bandwidth_GBps, "latency_us": link.latency_us,
+                     "source": c.platform.link_source()},
             "inputs": {"model": c.dims.name, "tp": c.par.tp, "dp": c.par.dp, "ep": c.par.ep,
                        "tokens_per_rank": c.tokens, "tokens_into_moe": c.tokens_group, "kv_len": c.kv_len,
                        "layers": c.dims.layers, "moe_layers": c.dims.moe_layers},

@@ -67,7 +67,8 @@ def evaluate_case(params: dict[str, Any], document: dict[str, Any], source: str)
     where = f"{source} ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else source
     evaluation = evaluate(parse_scenario(document, where), source)
     out = evaluation.to_json_dict()
-    return {"params": params, "results": out["results"], "profile": out["profile"], "inputs": out["inputs"]}
+    return {"params": params, "results": out["results"], "profile": out["profile"], "link": out["link"],
+            "inputs": out["inputs"]}
 
 
 def evaluate_chunk(chunk: list[tuple[dict[str, Any], dict[str, Any]]], source: str) -> list[dict[str, Any]]:

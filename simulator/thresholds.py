@@ -127,6 +127,7 @@ class Recommendation:
     margin: float
     curve: Curve
     other: Curve | None
+    link: str = ""  # the collectives' link figures and their source
 
     @property
     def threshold(self) -> int | None:
@@ -151,7 +152,7 @@ class Recommendation:
         return out
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {"scenario": self.scenario, "profile": self.profile, "margin": self.margin,
+        return {"scenario": self.scenario, "profile": self.profile, "link": self.link, "margin": self.margin,
                 "enable_multi_stream": self.threshold is not None, "token_threshold": self.threshold,
                 "dp_gate": self.dp_gate, "settings": self.settings(), "curve": self.curve.to_json_dict(),
                 "counterpart": self.other.to_json_dict() if self.other else None}
@@ -161,5 +162,6 @@ def recommend(scenario: Scenario, source: str = "<scenario>") -> Recommendation:
     curve = gain_curve(scenario, source)
     other_scenario = counterpart(scenario)
     other = gain_curve(other_scenario, f"{source} (counterpart)") if other_scenario else None
-    profile = evaluate(scenario, source).profile.describe()
-    return Recommendation(scenario.label(source), profile, scenario.thresholds.margin, curve, other)
+    ev = evaluate(scenario, source)
+    return Recommendation(scenario.label(source), ev.profile.describe(), scenario.thresholds.margin, curve, other,
+                          ev.case.platform.describe_link())

@@ -62,6 +62,42 @@ def test_run_table_says_where_figures_come_from(capsys: pytest.CaptureFixture[st
     assert "DATASHEET" in out and "multi_stream" in out and "gain vs sequential" in out
 
 
+@pytest.mark.parametrize("name", ["dsv3_h200_dp8", "dsv3_h200_tp8", "qwen2_57b_h200_tp4"])
+def test_h200_scenarios_say_calibrated_kernels_and_datasheet_link(name: str,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["run", str(SCENARIOS / f"{name}.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "h200 (calibrated on NVIDIA H200" in out and "DATASHEET" not in out
+    link_line = next(line for line in out.splitlines() if line.startswith("link"))
+    assert "NOT measured" in link_line and "450 GB/s" in link_line
+
+
+def test_link_source_follows_overrides_and_a_fitted_link(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = yaml.safe_load((SCENARIOS / "dsv3_h200_dp8.yaml").read_text())
+    doc["platform"] = {"profile": "h200", "link_bandwidth_GBps": 100.0}
+    over = tmp_path / "over.yaml"
+    over.write_text(yaml.safe_dump(doc))
+    assert moesim(["run", str(over), "--json"]) == 0
+    link = json.loads(capsys.readouterr().out)["link"]
+    assert link["bandwidth_GBps"] == 100.0 and link["latency_us"] == 5.0
+    assert link["source"].startswith("bandwidth set in the scenario") and "NOT measured" in link["source"]
+    profile = json.loads((SCENARIOS.parent / "calibration" / "profiles" / "h200.json").read_text())
+    profile["fit"]["link"] = {"joint": {"bandwidth_GBps": 300.0}}
+    profile["link"]["bandwidth_GBps"]["value"] = 300.0
+    (tmp_path / "fitted.json").write_text(json.dumps(profile))
+    doc["platform"] = {"profile": str(tmp_path / "fitted.json")}
+    over.write_text(yaml.safe_dump(doc))
+    assert moesim(["run", str(over)]) == 0
+    assert "link (collectives): 300 GB/s per direction, 5 µs per collective (measured" in capsys.readouterr().out
+
+
+def test_thresholds_on_h200_give_settings_with_calibrated_provenance(capsys: pytest.CaptureFixture[str]) -> None:
+    assert moesim(["thresholds", str(SCENARIOS / "dsv3_h200_tp8.yaml"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["profile"].startswith("h200 (calibrated") and "NOT measured" in out["link"]
+    assert out["settings"] and out["counterpart"]["layout"] == "TP1 DP8 EP8"
+
+
 def test_run_trace_out_has_one_process_per_strategy(small: Path, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     trace = tmp_path / "t.json"

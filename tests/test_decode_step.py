@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from simulator.evaluate import (
@@ -21,35 +23,55 @@ from simulator.profile import load_profile
 from simulator.scenario import parse_scenario
 from simulator.workloads.collectives import COMM_SM, LinkFigures, all_reduce_us, all_to_all_us
 from simulator.workloads.decode_step import Parallelism, expert_view, graph_program
+from simulator.workloads.moe_layer import moe_layer_program, touched_experts
 from simulator.workloads.presets import get_preset
 
 DSV3 = get_preset("deepseek_v3")
+QWEN2 = get_preset("qwen2_57b_a14b")
 PROFILE = load_profile("h200-datasheet")
+H200 = load_profile("h200")
 
 
 def _scenario(tp: int = 1, dp: int = 8, ep: int = 8, concurrency: int = 4, preset: str = "DeepSeek-V3",
-              dbo: bool = False):
-    return parse_scenario({"model": {"preset": preset}, "platform": {"profile": "h200-datasheet"},
+              dbo: bool = False, profile: str = "h200-datasheet"):
+    return parse_scenario({"model": {"preset": preset}, "platform": {"profile": profile},
                            "parallelism": {"tp": tp, "dp": dp, "ep": ep}, "load": {"concurrency": concurrency},
                            "strategies": {"dbo": [False, dbo] if dbo else [False]}})
 
 
 def test_expert_view_dp_ep_by_hand() -> None:
-    # DP8 EP8, one token per rank: 8 distinct tokens, each with 8 of 256 experts; a rank holds 32 experts.
-    v = expert_view(DSV3, Parallelism(1, 8, 8), 8, fused=False)
-    assert v.rows == 8  # 8 tokens × 8 picks / 8 ranks
-    assert v.touched == pytest.approx(32 * (1 - (1 - 8 / 256) ** 8))
-    assert (v.groups, v.intermediate) == (32, 2048)
+    # Qwen2-57B (softmax router: uniform picks), DP4 EP4, one token per rank: 4 distinct tokens, each with
+    # 8 of 64 experts; a rank holds 16 experts, each hit by a token with probability 8/64.
+    v = expert_view(QWEN2, Parallelism(1, 4, 4), 4, fused=False)
+    assert v.rows == 8 and v.routed_rows == pytest.approx(8.0)  # 4 tokens × 8 picks / 4 ranks
+    assert v.touched == pytest.approx(16 * (1 - (1 - 8 / 64) ** 4))
+    assert (v.groups, v.intermediate, v.chunks) == (16, 2560, 0)
+
+
+def test_expert_view_takes_the_biased_router_count_and_a_rank_share_of_it() -> None:
+    # DeepSeek-V3's grouped_sigmoid router (kernels_real's random bias) hits fewer experts than uniform picks;
+    # a DP8 EP8 rank holds an eighth of those hit by all 64 tokens.
+    v = expert_view(DSV3, Parallelism(1, 8, 8), 64, fused=False)
+    assert v.rows == 64  # 64 tokens × 8 picks / 8 ranks
+    assert v.touched == pytest.approx(touched_experts(DSV3, 64) / 8)
+    assert v.touched < 32 * (1 - (1 - 8 / 256) ** 64) - 1  # uniform would hit ~27.9 of the rank's 32
 
 
 def test_expert_view_tp_and_fused_by_hand() -> None:
-    v = expert_view(DSV3, Parallelism(8, 1, 1), 4, fused=False)  # plain TP8: all experts, width 2048 / 8
-    assert (v.rows, v.groups, v.intermediate) == (32, 256, 256)
-    assert v.touched == pytest.approx(256 * (1 - (1 - 8 / 256) ** 4))
-    f = expert_view(DSV3, Parallelism(8, 1, 8), 64, fused=True)  # TP8 EP8, 64 tokens, one shared chunk
-    assert f.rows == 64 * 8 // 8 + 64 * 1 // 8
-    assert f.groups == 32 + 1
-    assert f.touched == pytest.approx(32 * (1 - (1 - 8 / 256) ** 64) + 1)
+    v = expert_view(QWEN2, Parallelism(8, 1, 1), 4, fused=False)  # plain TP8: all experts, width 2560 / 8
+    assert (v.rows, v.groups, v.intermediate) == (32, 64, 320)
+    assert v.touched == pytest.approx(64 * (1 - (1 - 8 / 64) ** 4))
+    # TP4 EP4, 64 tokens, Qwen2's 20480-wide shared expert fused as 8 chunks of 2560, one replica per rank:
+    # 64·8/4 routed rows, and 8 chunks of 64/4 rows each.
+    f = expert_view(QWEN2, Parallelism(4, 1, 4), 64, fused=True)
+    assert (f.chunks, f.shared_rows, f.groups) == (8, 16.0, 16 + 8)
+    assert f.rows == 64 * 8 // 4 + 8 * 16
+    assert f.active == pytest.approx(16 * (1 - (1 - 8 / 64) ** 64) + 8)
+
+
+def test_expert_view_never_touches_more_experts_than_rows() -> None:
+    v = expert_view(DSV3, Parallelism(8, 1, 8), 1, fused=False)  # one token: 8 picks over 8 ranks
+    assert v.rows == 1 and v.touched == pytest.approx(1.0)
 
 
 def test_collective_times_by_hand() -> None:
@@ -161,3 +183,41 @@ def test_comm_kernels_hold_few_sms_and_little_hbm() -> None:
     assert gemm.sm == 1.0 and gemm.bw + dispatch.bw <= 1 and gemm.tc <= 1
     rates = PROFILE.sharing_model().rates([(dispatch.sm, dispatch.bw, dispatch.tc), (gemm.sm, gemm.bw, gemm.tc)])
     assert rates == pytest.approx([1 / (1 + COMM_SM)] * 2)
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "multi_stream", "fused_shared"])
+def test_one_gpu_block_is_the_validated_layer(strategy: str) -> None:
+    """On one GPU (TP1 DP1 EP1) a rank's MoE block is kernels_real's layer: the same kernels at the same
+    calibrated costs as the MoE layer builder that ``moesim validate`` checks against the H200."""
+    doc = {"model": {"preset": "DeepSeek-V3"}, "platform": {"profile": "h200"}, "load": {"concurrency": 32}}
+    block = list(moe_program(step_case(parse_scenario(doc)), strategy, 1).kernels())
+    layer = list(moe_layer_program(DSV3, 32, strategy, H200, mode="graph").kernels())
+    assert [k.kernel for k in block] == [k.kernel for k in layer]
+    assert [k.dur_us for k in block] == pytest.approx([k.dur_us for k in layer], rel=1e-12)
+    assert [k.stream for k in block] == [k.stream for k in layer]
+
+
+def test_grouped_gemm_uses_the_measured_table_at_the_rank_rows() -> None:
+    """DP8 EP8, 32 tokens per rank: the rank's gate_up grouped GEMM costs the table's fixed cost plus, per
+    touched local expert, the measured time at its mean rows (log-log between the neighbouring points)."""
+    case = step_case(_scenario(concurrency=32, profile="h200"))
+    launch = next(k for k in moe_program(case, "sequential", 1).kernels() if k.kernel == "grouped_mm_gate_up")
+    table = H200.kernel_tables["grouped_mm K=7168 N=4096"]
+    touched = touched_experts(DSV3, 256) / 8
+    x = 256 / touched  # 32 tokens × 8 picks arrive at this rank's experts
+    (x0, y0), (x1, y1) = next((p, q) for p, q in zip(table.points, table.points[1:], strict=False) if p[0] <= x <= q[0])
+    per_expert = math.exp(math.log(y0) + (math.log(y1) - math.log(y0)) * (math.log(x) - math.log(x0))
+                          / (math.log(x1) - math.log(x0)))
+    assert launch.dur_us == pytest.approx(table.fixed_us + touched * per_expert)
+
+
+def test_router_grid_is_exact_at_powers_of_two_and_close_between() -> None:
+    from simulator.workloads.decode_step import grid_touched_experts
+
+    for tokens in (8, 16, 256):  # measured token counts: the router's own Monte-Carlo
+        assert grid_touched_experts(DSV3, tokens) == touched_experts(DSV3, tokens)
+    lo, hi = touched_experts(DSV3, 181), touched_experts(DSV3, 215)  # grid points round(2^7.5), round(2^7.75)
+    between = grid_touched_experts(DSV3, 200)
+    assert min(lo, hi) <= between <= max(lo, hi)
+    assert between == pytest.approx(touched_experts(DSV3, 200), rel=0.04)  # the Monte-Carlo's noise is ~±3%
+    assert grid_touched_experts(QWEN2, 200) == touched_experts(QWEN2, 200)  # uniform router: closed form

@@ -28,7 +28,7 @@ def test_shipped_scenarios_load(path: Path) -> None:
 
 def test_seed_scenarios_are_shipped() -> None:
     names = {p.name for p in SHIPPED}
-    assert {"dsv3_mi300x_dp8.yaml", "dsv3_mi300x_tp8.yaml", "dsv3_h200_dp8.yaml"} <= names
+    assert {"dsv3_mi300x_dp8.yaml", "dsv3_mi300x_tp8.yaml", "dsv3_h200_dp8.yaml", "dsv3_h200_tp8.yaml"} <= names
 
 
 @pytest.mark.parametrize(("edit", "expected"), [

@@ -55,6 +55,7 @@ def print_table(evaluation: Evaluation) -> None:
     parts = evaluation.step_parts
     print(f"scenario {evaluation.scenario}: {describe_case(evaluation)}")
     print(f"profile: {evaluation.profile.describe()}")
+    print(f"link (collectives): {evaluation.case.platform.describe_link()}")
     print(f"per layer: attention block {parts['attention_block']:.1f} µs, dense MLP {parts['dense_mlp_block']:.1f} "
           f"µs; per step: head {parts['head']:.1f} µs, graph launch {parts['graph_launch']:.1f} µs")
     print(f"  {'strategy':<22}{'MoE layer µs':>14}{'step (TPOT) ms':>16}{'gain vs sequential':>20}")

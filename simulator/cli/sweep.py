@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from simulator.outputs import dumps, invocation
 from simulator.scenario import load_document
@@ -39,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
     cases = document["cases"]
     if cases:
         print(f"scenario {args.scenario}: {len(cases)} case(s); profile: {cases[0]['profile']['describe']}")
+        links = {json.dumps(case["link"], sort_keys=True) for case in cases}
+        link = cases[0]["link"]
+        print("link (collectives): " + (f"{link['bandwidth_GBps']:g} GB/s per direction, {link['latency_us']:g} µs "
+                                        f"per collective ({link['source']})" if len(links) == 1
+                                        else "varies over the sweep (see --json)"))
     names = [r["strategy"] + (" + dbo" if r["dbo"] else "") for r in cases[0]["results"]] if cases else []
     header = "  ".join(f"{a.path:>18}" for a in axes)
     print(f"{header}  {'step ms / gain vs sequential: ' + ' | '.join(names)}")

@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
         print(dumps(rec.to_json_dict()))
         return 0
     print(f"scenario {rec.scenario}; profile: {rec.profile}")
+    print(f"link (collectives): {rec.link}")
     print(f"multi_stream wins where its step time beats the best alternative by >= {rec.margin:.2%}")
     _print_curve(rec.curve)
     if rec.other is not None:

@@ -8,19 +8,21 @@ makespan less the host's replay cost (i.e. its kernels plus one node gap each).
 
 Parallelism (``tp`` × ``dp`` GPUs; ``ep`` divides them). A DP group of ``tp`` ranks serves its own
 requests, so a rank's batch is ``t`` tokens (one per running request of its group); the MoE layer is shared
-by all ranks. Derivation of what a rank's routed experts see (expected values, uniform routing):
+by all ranks. Derivation of what a rank's routed experts see (expected values):
 
 - ``T`` distinct tokens enter the MoE per step: ``T = t·dp`` (each DP group brings its own; the ``tp``
   ranks of a group hold the same tokens);
 - a rank holds ``E/ep`` experts; each expert is split ``s = tp·dp/ep`` ways along its intermediate width
   (``s = tp`` for plain TP MoE, ``1`` for full EP);
-- a token picks a given expert with probability ``k/E``, so the rank's experts receive ``T·k/ep`` rows and
-  ``(E/ep)·(1 − (1 − k/E)^T)`` of them are hit at least once. DP8 + EP8: ``T = 8t`` gives ``t·k`` rows per
-  rank (as many as it sent out); TP8 + EP8: ``T = t`` gives ``t·k/8``; TP8 alone: ``t·k`` rows over all
-  ``E`` experts of width ``I/8``;
+- a token's ``k`` picks land on a rank's experts with probability ``1/ep`` each, so the rank's experts
+  receive ``T·k/ep`` rows; of the experts hit at least once by ``T`` tokens (``touched_experts`` of
+  ``moe_layer``: ``E·(1 − (1 − k/E)^T)`` for uniform picks, fewer under kernels_real's biased
+  ``grouped_sigmoid`` router, which the H200 profile was validated with) a rank holds ``1/ep``.
+  DP8 + EP8: ``T = 8t`` gives ``t·k`` rows per rank (as many as it sent out); TP8 + EP8: ``T = t`` gives
+  ``t·k/8``; TP8 alone: ``t·k`` rows over all ``E`` experts of width ``I/8``;
 - ``fused_shared`` adds ``c = shared / I`` always-selected pseudo-experts, replicated once per EP rank
-  (SGLang's shared-experts fusion), each token's shared rows staying on its local replica: ``T·c/ep`` more
-  rows and ``c`` more groups per rank;
+  (SGLang's shared-experts fusion), each token's shared rows staying on its local replica: ``c`` more
+  groups of ``T/ep`` rows each per rank;
 - the shared expert (unfused) is split ``tp`` ways and runs on the rank's own ``t`` tokens.
 
 Communication: DP attention (``dp > 1``, which needs ``ep = tp·dp``) dispatches the ``t·k`` routed rows
@@ -36,17 +38,17 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from simulator.cost import CostModel
+from simulator.cost import CostModel, table_key
 from simulator.errors import InputError
 from simulator.ir import Program
 from simulator.profile import Profile
 from simulator.workloads.attention import AttentionDims, KernelIssuer, emit_attention
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.collectives import LinkFigures, all_reduce_us, all_to_all_us, comm_launch
-from simulator.workloads.moe_layer import I32, I64, _Emitter, applicable, split_tokens
+from simulator.workloads.moe_layer import _Emitter, applicable, split_tokens, touched_experts
 from simulator.workloads.presets import MoEDims
 
-F32 = 4
+F32, I32, I64 = 4, 4, 8  # bytes of float32, int32, int64
 
 
 @dataclass(frozen=True)
@@ -85,34 +87,66 @@ class Parallelism:
 
 @dataclass(frozen=True)
 class ExpertView:
-    """What one rank's routed experts process in one micro-batch (see the module docstring)."""
+    """What one rank's routed experts process in one micro-batch (see the module docstring): expected
+    routed rows and routed experts hit, plus ``chunks`` fused shared pseudo-experts of ``shared_rows`` rows
+    each (``fused_shared``; 0 otherwise), ``groups`` local experts and the expert width."""
 
-    rows: int
+    routed_rows: float
     touched: float
+    shared_rows: float
+    chunks: int
     groups: int
     intermediate: int
+
+    @property
+    def rows(self) -> int:
+        """Rows the rank's grouped GEMMs process (routed and fused shared)."""
+        return max(1, math.ceil(self.routed_rows + self.chunks * self.shared_rows - 1e-9))
+
+    @property
+    def active(self) -> float:
+        """Groups with at least one row: the routed experts hit plus the fused shared chunks."""
+        return self.touched + self.chunks
+
+
+TOUCHED_GRID_STEPS = 4  # grid points per doubling of the token count for the router's Monte-Carlo
+
+
+def grid_touched_experts(dims: MoEDims, tokens: int) -> float:
+    """``touched_experts``, with the Monte-Carlo of the biased ``grouped_sigmoid`` router run only at up to 16
+    tokens and at the grid points ``round(2^(j/4))`` above (every power of two among them, so every measured
+    token count), interpolated log-log in between. One Monte-Carlo costs up to 0.6 s, so a sweep over many
+    batch sizes needs a few grid points instead of one per batch. The Monte-Carlo's own noise between
+    neighbouring token counts is about ±3%; against direct calls (DeepSeek-V3 and Kimi-K2, 17 to 2000 tokens)
+    the interpolation is within it (median 0.8%, max 3.5%). Closed-form (uniform) routers are exact."""
+    if dims.router != "grouped_sigmoid" or tokens <= 16:
+        return touched_experts(dims, tokens)
+    j = math.floor(math.log2(tokens) * TOUCHED_GRID_STEPS + 1e-9)
+    lo, hi = (round(2 ** (i / TOUCHED_GRID_STEPS)) for i in (j, j + 1))
+    if tokens in (lo, hi):
+        return touched_experts(dims, tokens)
+    y_lo, y_hi = touched_experts(dims, lo), touched_experts(dims, hi)
+    frac = math.log(tokens / lo) / math.log(hi / lo)
+    return math.exp(math.log(y_lo) + frac * math.log(y_hi / y_lo))
 
 
 def expert_view(dims: MoEDims, par: Parallelism, tokens_group: float, fused: bool) -> ExpertView:
     """A rank's rows, touched experts, local groups and expert width for ``tokens_group`` distinct tokens
-    entering the MoE (``T`` in the module docstring)."""
-    local = dims.n_experts // par.ep
-    hit = 1.0 - (1.0 - dims.top_k / dims.n_experts) ** tokens_group
-    rows = tokens_group * dims.top_k / par.ep
-    touched, groups = local * hit, local
-    if fused:
-        chunks = dims.fused_shared_chunks
-        rows += tokens_group * chunks / par.ep
-        touched += chunks
-        groups += chunks
-    rows_int = max(1, math.ceil(rows - 1e-9))
-    return ExpertView(rows_int, min(max(touched, 1.0), float(rows_int)), groups,
-                      dims.moe_intermediate // par.expert_split)
+    entering the MoE (``T`` in the module docstring). Experts hit: ``touched_experts`` of the MoE layer model
+    (uniform picks, or kernels_real's biased ``grouped_sigmoid`` router; see ``grid_touched_experts``) over
+    all ``T`` tokens, a rank holding a ``1/ep`` share of them (the router favours no rank's experts in
+    expectation)."""
+    routed = tokens_group * dims.top_k / par.ep
+    touched = grid_touched_experts(dims, max(1, round(tokens_group))) / par.ep
+    chunks = dims.fused_shared_chunks if fused else 0
+    return ExpertView(routed, min(max(touched, 1.0), max(routed, 1.0)), tokens_group / par.ep if chunks else 0.0,
+                      chunks, dims.n_experts // par.ep + chunks, dims.moe_intermediate // par.expert_split)
 
 
 class _RankEmitter(_Emitter):
     """The layer's torch ops, with the routed experts sized by an ``ExpertView`` instead of the
-    single-GPU view (all experts local, ``t × k`` rows)."""
+    single-GPU view (all experts local, ``t × k`` rows); otherwise costed exactly as ``moe_layer``'s
+    (measured tables, per-op families)."""
 
     def __init__(self, b: ProgramBuilder, dims: MoEDims, tokens: int, prefix: str, view: ExpertView) -> None:
         super().__init__(b, dims, tokens, prefix)
@@ -122,7 +156,8 @@ class _RankEmitter(_Emitter):
         v, t, h, w = self.view, self.t, self.d.hidden, self.w
         rows, i, groups = v.rows, v.intermediate, v.groups
         order, sorted_ids = self.buf("order"), self.buf("sorted_ids")
-        self.op("sort", "sort", 3 * I64 * rows, [ids], [sorted_ids, order], elements=rows)
+        self.op("sort", "sort", 3 * I64 * rows, [ids], [sorted_ids, order], elements=rows,
+                table=(table_key("sort"), rows, 1.0))
         ones = self.ew("ones_like", rows, I32, [], [self.buf("ones")])
         counts = self.ew("zeros", groups, I32, [], [self.buf("counts")])
         self.op("scatter_add", "reduction", (I64 + I32) * rows + I32 * groups, [ids, ones, counts], [counts],
@@ -131,25 +166,30 @@ class _RankEmitter(_Emitter):
                           elements=groups)
         token = self.ew("div_index", rows, 2 * I64, [order], [self.buf("token")])
         xs = self.op("index_select", "gather", w * 2 * rows * h + I64 * rows, [x, token],
-                     [self.buf("x_sorted")], elements=rows * h)
-        per_group = max(1, round(rows / v.touched))
+                     [self.buf("x_sorted")], elements=rows * h, table=(table_key("index_select", N=h), rows, 1.0))
+        per_group = max(1, round(rows / v.active))
+        # measured tables: the routed experts at their mean rows, each fused shared chunk at its rows
+        per_routed, shared_part = v.routed_rows / v.touched, ((v.shared_rows, float(v.chunks)),) if v.chunks else ()
         gu = self.op("grouped_mm_gate_up", "grouped_gemm",
-                     w * (rows * h + v.touched * h * 2 * i + rows * 2 * i) + I32 * groups, [xs, offsets],
+                     w * (rows * h + v.active * h * 2 * i + rows * 2 * i) + I32 * groups, [xs, offsets],
                      [self.buf("gate_up")], flops=2.0 * rows * h * 2 * i, gemm=(per_group, h, 2 * i),
-                     groups=v.touched)
-        act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")])
-        act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")])
+                     groups=v.active, table=(table_key("grouped_mm", K=h, N=2 * i), per_routed, v.touched),
+                     parts=shared_part)
+        act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")], op_key="act_silu")
+        act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")], op_key="act_mul")
         y = self.op("grouped_mm_down", "grouped_gemm",
-                    w * (rows * i + v.touched * i * h + rows * h) + I32 * groups, [act, offsets],
-                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=v.touched)
+                    w * (rows * i + v.active * i * h + rows * h) + I32 * groups, [act, offsets],
+                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=v.active,
+                    table=(table_key("grouped_mm", K=i, N=h), per_routed, v.touched), parts=shared_part)
         scale = self.op("index_select", "gather", (2 * F32 + I64) * rows, [wts, order], [self.buf("scale")],
                         elements=rows)
         out = self.ew("zeros", t * h, F32, [], [self.buf("combine_f32")])
-        yf = self.ew("to_float", rows * h, w + F32, [y], [self.buf("down_f32")])
-        yf = self.ew("mul", rows * h, 2 * F32 + F32 / h, [yf, scale], [self.buf("down_scaled")])
+        yf = self.ew("to_float", rows * h, w + F32, [y], [self.buf("down_f32")], op_key="cast")
+        yf = self.ew("mul", rows * h, 2 * F32 + F32 / h, [yf, scale], [self.buf("down_scaled")],
+                     op_key="combine_mul")
         self.op("index_add", "reduction", F32 * (rows * h + 2 * t * h) + I64 * rows, [yf, token, out], [out],
                 elements=rows * h)
-        return self.ew("to_bf16", t * h, F32 + w, [out], [self.buf("routed_out")])
+        return self.ew("to_bf16", t * h, F32 + w, [out], [self.buf("routed_out")], op_key="cast")
 
 
 @dataclass
