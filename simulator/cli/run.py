@@ -58,6 +58,10 @@ def print_table(evaluation: Evaluation) -> None:
     print(f"link (collectives): {evaluation.case.platform.describe_link()}")
     print(f"per layer: attention block {parts['attention_block']:.1f} µs, dense MLP {parts['dense_mlp_block']:.1f} "
           f"µs; per step: head {parts['head']:.1f} µs, graph launch {parts['graph_launch']:.1f} µs")
+    if evaluation.profile.provenance == "calibrated":
+        print("  (MoE block: costed as the layer in calibration/VALIDATION.md, measured tables and per-op families "
+              "of the profile; attention, dense MLP and head: its fitted gemm / elementwise families, no measured "
+              "attention kernel)")
     print(f"  {'strategy':<22}{'MoE layer µs':>14}{'step (TPOT) ms':>16}{'gain vs sequential':>20}")
     for r in evaluation.results:
         name = r.strategy + (" + dbo" if r.dbo else "")
