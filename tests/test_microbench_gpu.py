@@ -45,13 +45,19 @@ def test_gated_spans_start_lanes_together():
 
 
 def test_staggered_spans_measure_the_later_lanes_delay():
+    """With one-block kernels on both lanes (SMs stay free), the later lane begins about its ~2 µs stagger
+    after the first. (Beside a grid-filling kernel the later lane's begin can slip further: the co-run
+    records measure that gap, offset_us, rather than assume it.)"""
     import torch
 
     from calibration.microbench.timing import STAGGER_CYCLES, staggered_spans
 
-    x = torch.randn(1 << 24, device="cuda")
     gate, s1, s2 = torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.Stream()
-    lanes = [(s1, [lambda: x.mul(2.0)], 0), (s2, [lambda: x[:256].mul(2.0)], STAGGER_CYCLES)]
+
+    def nap() -> None:
+        torch.cuda._sleep(100_000)  # one block, ~50 µs
+
+    lanes = [(s1, [nap], 0), (s2, [nap], STAGGER_CYCLES)]
     staggered_spans(torch, gate, lanes)  # warm-up
     ((a0, a1), (b0, b1)), held = staggered_spans(torch, gate, lanes)
     assert held
