@@ -2,9 +2,11 @@
 
 - ceilings and host API costs from ``microbench.json`` (as measured, each with how it was measured);
 - per-family cost parameters fitted to the solo kernel times (``fit_kernels``);
-- the sharing form and its parameters fitted to the co-run pairs, two forms compared (``fit_sharing``);
-- with kernels_real's ``cases.json``: two layer-level scales (device time, eager host cost) fitted on the
-  calibration split only; the held-out presets and token counts are recorded for ``moesim validate``.
+- the sharing form and its parameters fitted to the co-run pairs (``microbench_corun/microbench.json`` when
+  the folder has it, else the main microbench's), three forms compared (``fit_sharing``);
+- with kernels_real's ``cases.json`` (eager records from the newest re-measurement, ``eager_rerun_path``):
+  per-op families from its traces, the sharing model's layer term and the eager host-cost scale, fitted on
+  the calibration split only; the held-out presets and token counts are recorded for ``moesim validate``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from calibration.fit_traces import op_points
 from calibration.validate import (
     DEFAULT_HOLDOUT_PRESETS,
     DEFAULT_HOLDOUT_TOKENS,
+    eager_rerun_path,
     find_file,
     load_cases,
     predict_case,
@@ -288,8 +291,8 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         cases = [c for c in load_cases(root) if c.get("device", "cuda") != "cpu"]
         calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
         files.append(_rel(cases_path))
-        rerun = root / "kernels_real_eager" / "cases.json"
-        if rerun.exists():
+        rerun = eager_rerun_path(root)
+        if rerun is not None:
             files.append(_rel(rerun))
         say("fitting per-op families on the calibration split's layer traces")
         traced = [c for c in load_cases(root, eager_rerun=False) if c.get("trace")
@@ -297,11 +300,19 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         doc = _op_families(doc, profile, cases_path.parent, traced, hbm, tensor)
         profile = Profile.model_validate(doc)
     say("fitting the sharing model on co-run pairs" + (" and calibration-split layer gains" if calib else ""))
-    pairs = pairs_from_corun(mb.get("corun") or [], profile)
+    corun_path = root / "microbench_corun" / "microbench.json"
+    corun = mb.get("corun") or []
+    corun_where = where
+    if corun_path.exists():  # the newer co-run set: the gated pairs again plus the staggered routing pairs
+        corun_doc = _read_json(corun_path)
+        corun = (corun_doc.get("corun") if isinstance(corun_doc, dict) else None) or corun
+        corun_where = f"{_rel(corun_path)}"
+        files.append(_rel(corun_path))
+    pairs = pairs_from_corun(corun, profile)
     if len(pairs) >= 2:
         sharing = fit_sharing(pairs, _layer_gain_errors(profile, calib) if calib else None)
         doc["interference"] = {"form": sharing["form"], "params": sharing["params"],
-                               "source": f"fitted to {len(pairs)} co-run pairs ({where})"
+                               "source": f"fitted to {len(pairs)} co-run pairs ({corun_where})"
                                          f"{' and the calibration split of cases.json' if calib else ''}: "
                                          f"{sharing['why']}"}
         doc["fit"]["interference"] = {"chosen": sharing["form"], "why": sharing["why"], **sharing["comparison"]}

@@ -55,20 +55,22 @@ def shape_share(shape: dict[str, Any], fam: KernelFamily, sm_count: int) -> tupl
     """(SM share of the grid, GEMM rows for tile padding) of a microbench shape, computed as the workload
     builder computes them for the layer's kernels."""
     op = shape["op"]
-    if op == "mm":
+    if op in ("mm", "mm_f32"):  # mm_f32: the fp32 router GEMM, gridded like a GEMM (rows M, depth K)
         return gemm_grid_share(shape["M"], shape["N"], fam, sm_count, depth=shape["K"]), shape["M"]
     if op == "grouped_mm":
         counts = shape["counts"]
         rows, active = sum(counts), sum(1 for c in counts if c > 0)
         per = max(1, round(rows / max(active, 1)))
         return gemm_grid_share(per, shape["N"], fam, sm_count, groups=max(active, 1), depth=shape["K"]), per
-    if op in ("add", "mul", "silu"):
+    if op in ("add", "mul", "silu", "silu_half", "mul_half"):
         elements = shape["M"] * shape["N"]
-    elif op == "topk":
+    elif op in ("topk", "softmax", "sigmoid"):
         elements = shape["M"] * shape["E"]
-    elif op == "sort":
+    elif op in ("sort", "scatter_add"):
         elements = shape["n"]
-    elif op in ("sum_k", "index_select"):
+    elif op == "cumsum":
+        elements = shape["E"]
+    elif op in ("sum_k", "index_select", "index_add"):
         elements = shape["M"] * shape["k"] * shape["N"]
     elif op == "copy":
         elements = shape["bytes"] / 2  # bf16 elements copied

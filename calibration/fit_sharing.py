@@ -1,11 +1,13 @@
 """Fit how concurrent kernels share the device, for three forms (fluid max-min, slowdown regression, SM
 residency + fluid bandwidth), and pick the one that validates best.
 
-Each co-run pair becomes a two-stream program (both sides start together, as the microbenchmark's gate makes
-them); its kernels carry the cost model's demands with durations scaled so each side's solo span matches
-the measured one. A form's parameters are grid-searched to minimise the squared log error of each side's
-span in the co-run plus (when given) of the calibration split's multi_stream layer gains; forms are compared
-on pairs held out of a co-run-only fit (alternate pairs) and on those layer gains.
+Each co-run pair becomes a two-stream program: gated pairs (no recorded start order) start together, as the
+microbenchmark's gate makes them; staggered pairs (``first`` and ``offset_us`` recorded) start in that order,
+the later stream behind a zero-demand delay launch of the measured offset, and each side's span is taken
+from its own start, as measured. Its kernels carry the cost model's demands with durations scaled so each
+side's solo span matches the measured one. A form's parameters are grid-searched to minimise the squared log
+error of each side's span in the co-run plus (when given) of the calibration split's multi_stream layer gains;
+forms are compared on pairs held out of a co-run-only fit (alternate pairs) and on those layer gains.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
               "overlap_penalty": (0.0, 0.05, 0.1, 0.2, 0.3)},
     "slowdown": {"sm": (0.0, 0.1, 0.25, 0.5, 1.0), "bw": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
                  "tc": (0.0, 0.25, 0.5, 1.0)},
-    "residency": {"floor": (0.02, 0.05, 0.1), "bw_capacity": (0.8, 0.9, 1.0, 1.1),
-                  "tc_capacity": (1.2,), "contention": (0.0, 0.5, 1.0, 2.0, 3.0)},
+    "residency": {"floor": (0.005, 0.02, 0.05), "bw_capacity": (0.8, 0.9, 1.0, 1.1),
+                  "tc_capacity": (1.2,), "contention": (0.0, 0.5, 1.0), "small_contention": (0.0, 1.0, 2.0, 4.0)},
 }
 
 
@@ -50,10 +52,22 @@ class Pair:
     b_in_us: float
     together_us: float
     label: str
+    kind: str = ""
+    first: str | None = None  # "a" | "b" when the start order was recorded (staggered pairs), else None
+    offset_us: float = 0.0  # measured gap between the two starts
 
     def program(self, b_first: bool = False) -> Program:
-        return Program(streams={"s1": StreamSpec(), "s2": StreamSpec()}, host=HostCosts(),
-                       ops=self.b + self.a if b_first else self.a + self.b)
+        """Both sides launched at once (``b_first``: b's kernels reach the device first), or, with a recorded
+        order, the later side behind a zero-demand delay of ``offset_us``."""
+        if self.first is None:
+            ops = self.b + self.a if b_first else self.a + self.b
+        else:
+            later = self.b if self.first == "a" else self.a
+            early = self.a if self.first == "a" else self.b
+            delay = Launch(kernel="delay", stream=later[0].stream, dur_us=max(self.offset_us, 1e-6), sm=0.0,
+                           bw=0.0, tc=0.0, family="delay")
+            ops = (*early, delay, *later)
+        return Program(streams={"s1": StreamSpec(), "s2": StreamSpec()}, host=HostCosts(), ops=ops)
 
 
 def _side(side: dict[str, Any], stream: str, profile: Profile) -> tuple[Launch, ...]:
@@ -63,6 +77,8 @@ def _side(side: dict[str, Any], stream: str, profile: Profile) -> tuple[Launch, 
     launches = []
     for sub in subs:
         nbytes, flops = spec_cost(sub)
+        if "family" not in sub:
+            sub = {**sub, "family": side["family"]}
         fam = profile.family(sub["family"])
         sm, rows = shape_share(sub, fam, profile.hardware.sm_count)
         c = kernel_cost(KernelSpec(sub.get("tag") or sub["op"], sub["family"], flops=flops, bytes=nbytes, sm=sm,
@@ -86,22 +102,32 @@ def pairs_from_corun(records: Sequence[dict[str, Any]], profile: Profile) -> lis
         if not r.get("a_us_in_corun") or not r.get("b_us_in_corun"):
             continue
         label = f"{r['kind']}: {r['a']['shape'].get('tag')} x {r['b']['shape'].get('tag')}"
+        first = r.get("first")
         out.append(Pair(_side(r["a"], "s1", profile), _side(r["b"], "s2", profile), r["a_us_in_corun"],
-                        r["b_us_in_corun"], r["together_us"], label))
+                        r["b_us_in_corun"], r["together_us"], label, str(r.get("kind", "")),
+                        first if first in ("a", "b") else None, max(0.0, float(r.get("offset_us") or 0.0))))
     return out
 
 
 def _spans(pair: Pair, model: Any, b_first: bool) -> tuple[float, float, float]:
+    """(a span, b span, together): each side from its own first kernel's start (gated pairs: both start at
+    0) to its last end; together from the first start to the last end."""
     res = simulate(pair.program(b_first), model)
-    a = max(k.end_us for k in res.kernels if k.stream == "s1")
-    b = max(k.end_us for k in res.kernels if k.stream == "s2")
-    return a, b, max(a, b)
+    real = [k for k in res.kernels if k.name != "delay"]
+    a0 = min(k.start_us for k in real if k.stream == "s1")
+    b0 = min(k.start_us for k in real if k.stream == "s2")
+    a1 = max(k.end_us for k in real if k.stream == "s1")
+    b1 = max(k.end_us for k in real if k.stream == "s2")
+    return a1 - a0, b1 - b0, max(a1, b1) - min(a0, b0)
 
 
 def predict(pair: Pair, model: Any) -> tuple[float, float, float]:
-    """(a span, b span, together) of the pair under a sharing model. Which side reached the SMs first is not
-    recorded (both wait on one event); for a model that uses start order, both orders are simulated and the
-    one closer to the measured spans is taken (the side that waited is the one that started second)."""
+    """(a span, b span, together) of the pair under a sharing model. Staggered pairs: simulated in their
+    recorded order and offset. Gated pairs (order not recorded, both wait on one event): for a model that
+    uses start order, both orders are simulated and the one closer to the measured spans is taken (the side
+    that waited is the one that started second)."""
+    if pair.first is not None:
+        return _spans(pair, model, False)
     first = _spans(pair, model, False)
     second = _spans(pair, model, True)
     if first == second:

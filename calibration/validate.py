@@ -4,6 +4,7 @@ compare with ``cases.json``, summarise errors and overlap-gain signs, optionally
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -40,14 +41,28 @@ def find_file(folder: str | Path, name: str, subfolder: str) -> Path:
     return nested if not (root / name).exists() and nested.exists() else root / name
 
 
+EAGER_RERUNS = ("kernels_real_eager2", "kernels_real_eager")  # newest first: each supersedes the ones after it
+
+
+def eager_rerun_path(folder: str | Path) -> Path | None:
+    """The newest eager re-measurement's ``cases.json`` in a measurements folder (None if none):
+    ``kernels_real_eager2`` (all token counts × strategies of a preset interleaved) supersedes
+    ``kernels_real_eager`` (strategies interleaved per token count), which supersedes the main sweep's."""
+    for sub in EAGER_RERUNS:
+        path = resolve(folder) / sub / "cases.json"
+        if path.exists():
+            return path
+    return None
+
+
 def load_cases(folder: str | Path, eager_rerun: bool = True) -> list[dict[str, Any]]:
     """kernels_real's ``cases.json`` from a measurements folder (one-line errors). Where the folder also
-    holds ``kernels_real_eager/cases.json`` (eager cases re-measured with the strategies interleaved), its
-    records replace the eager ones of the main sweep (``eager_rerun``; the main sweep's eager records are
-    still the ones that name the traces)."""
+    holds an eager re-measurement (``eager_rerun_path``), its records replace the eager ones of the main
+    sweep (``eager_rerun``; the main sweep's eager records are still the ones that name the one-call
+    traces)."""
     cases = _read_cases(find_file(folder, "cases.json", "kernels_real"))
-    rerun = resolve(folder) / "kernels_real_eager" / "cases.json"
-    if eager_rerun and rerun.exists():
+    rerun = eager_rerun_path(folder)
+    if eager_rerun and rerun is not None:
         eager = _read_cases(rerun)
         cases = [c for c in cases if c["mode"] != "eager"] + [c for c in eager if c["mode"] == "eager"]
     return cases
@@ -92,12 +107,32 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
         for k in res.kernels:
             ends[k.replay or 0] = max(ends.get(k.replay or 0, 0.0), k.end_us)
         return _steady_period([ends[r] for r in sorted(ends)]) / layers
-    prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=EAGER_ITERATIONS)
+    burst = burst_calls(case)
+    iterations = burst or EAGER_ITERATIONS
+    prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=iterations)
     res = simulate(prog, sharing)
-    per_iter = len(list(prog.kernels())) // EAGER_ITERATIONS
+    per_iter = len(list(prog.kernels())) // iterations
     order = sorted(res.kernels, key=lambda k: k.index)
-    ends_list = [max(k.end_us for k in order[i * per_iter:(i + 1) * per_iter]) for i in range(EAGER_ITERATIONS)]
-    return _steady_period(ends_list)
+    calls = [order[i * per_iter:(i + 1) * per_iter] for i in range(iterations)]
+    ends_list = [max(k.end_us for k in call) for call in calls]
+    if burst is None:
+        return _steady_period(ends_list)
+    # each call's start event runs when the host reaches it (the first call: from an idle device at host
+    # time 0) or, behind a busy stream, when the previous call's work is done: at its first kernel's start
+    starts = [0.0] + [min(k.start_us for k in call) for call in calls[1:]]
+    return float(np.median([e - s for s, e in zip(starts, ends_list, strict=True)]))
+
+
+def burst_calls(case: dict[str, Any]) -> int | None:
+    """Calls per burst of an eager case timed in interleaved short bursts (``order`` names the rounds,
+    ``replays`` the calls pooled over them; each burst starts on an idle device, so its first call carries
+    the host's head start, the others the steady period); None for a case timed in one long back-to-back
+    run (the steady period)."""
+    match = re.search(r"(\d+) rounds", str(case.get("order") or ""))
+    replays = case.get("replays")
+    if match is None or not isinstance(replays, int) or replays <= 0:
+        return None
+    return max(2, round(replays / int(match.group(1))))
 
 
 def split_of(case: dict[str, Any], holdout_presets: Iterable[str], holdout_tokens: Iterable[int]) -> str:

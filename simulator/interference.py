@@ -10,6 +10,9 @@ the earlier kernel's blocks retire or leave room). Under those caps, HBM bandwid
 while kernels overlap) and the tensor rate are shared max-min fairly. ``contention`` slows every kernel by
 1 / (1 + contention × min(1, the others' bandwidth demand)) on top: memory latency grows under a loaded HBM,
 which hurts small latency-bound kernels that a pure bandwidth share would leave untouched.
+``small_contention`` (when given) replaces ``contention`` for latency-bound kernels (own bandwidth demand below
+``small_bw``: the routing kernels), which the co-run data show slowed far more beside a bandwidth-saturating
+GEMM than bandwidth-heavy kernels are.
 
 Alone, a kernel always runs at its solo speed (rate 1). Parameters are fitted on co-run measurements
 (``calibration.fit_sharing``).
@@ -46,15 +49,22 @@ class ResidencySharing:
     bw_capacity: float = 1.0
     tc_capacity: float = 1.0
     contention: float = 0.0
+    small_contention: float | None = None
+    small_bw: float = 0.2
 
     def rates(self, demands: Sequence[Demand]) -> list[float]:
         if len(demands) < 2:
             return [1.0] * len(demands)
         caps = sm_caps(demands, self.floor)
-        if self.contention:
+        if self.contention or self.small_contention:
             total = sum(d[1] for d in demands)
-            caps = [c / (1.0 + self.contention * min(1.0, total - d[1])) for c, d in zip(caps, demands, strict=True)]
+            caps = [c / (1.0 + self._contention(d) * min(1.0, total - d[1]))
+                    for c, d in zip(caps, demands, strict=True)]
         return capped_fill(demands, caps, (self.bw_capacity, self.tc_capacity))
+
+    def _contention(self, demand: Demand) -> float:
+        small = self.small_contention is not None and demand[1] < self.small_bw
+        return self.small_contention if small else self.contention  # type: ignore[return-value]
 
 
 def sm_caps(demands: Sequence[Demand], floor: float) -> list[float]:

@@ -214,3 +214,46 @@ def test_residency_sharing_by_hand() -> None:
     # contention: every kernel slowed by 1 / (1 + c · the others' bandwidth demand)
     slow = ResidencySharing(floor=0.1, contention=1.0)
     assert slow.rates([(0.01, 0.0, 0.0), (0.01, 0.5, 0.0)]) == pytest.approx([1 / 1.5, 1.0])
+
+
+def test_small_contention_by_hand() -> None:
+    """Latency-bound kernels (own bw < small_bw) get small_contention, the others contention."""
+    model = ResidencySharing(floor=0.1, contention=0.5, small_contention=3.0, small_bw=0.2)
+    # the small kernel sees the other's 0.9 bw: 1 / (1 + 3 · 0.9); the GEMM sees 0.05: 1 / (1 + 0.5 · 0.05)
+    assert model.rates([(0.01, 0.05, 0.0), (0.02, 0.9, 0.0)]) == pytest.approx([1 / 3.7, 1 / 1.025])
+
+
+@pytest.mark.parametrize(("shape", "elements"), [
+    ({"op": "softmax", "M": 16, "E": 64}, 1024), ({"op": "sigmoid", "M": 4, "E": 256}, 1024),
+    ({"op": "scatter_add", "n": 3000, "E": 64}, 3000), ({"op": "cumsum", "E": 256}, 256),
+    ({"op": "index_add", "M": 16, "k": 8, "N": 100}, 12800), ({"op": "silu_half", "M": 10, "N": 50}, 500),
+    ({"op": "mul_half", "M": 10, "N": 50}, 500)])
+def test_shape_share_of_routing_ops(shape: dict[str, Any], elements: int) -> None:
+    fam = KernelFamily(latency_us=1.0, bw_eff=1.0, tc_eff=1.0, fill_sat=0.5, elems_per_block=100, source="t")
+    sm, rows = shape_share(shape, fam, 100)
+    assert rows is None
+    assert sm == pytest.approx(min(1.0, -(-elements // 100) / 100))
+
+
+def test_shape_share_of_fp32_router_gemm() -> None:
+    fam = KernelFamily(latency_us=1.0, bw_eff=1.0, tc_eff=1.0, fill_sat=0.5, tile_m=64, tile_n=8, source="t")
+    sm, rows = shape_share({"op": "mm_f32", "M": 100, "K": 64, "N": 64}, fam, 100)
+    assert rows == 100 and sm == pytest.approx(2 * 8 / 100)  # 2 × 8 output tiles of 64 × 8, no split-K
+
+
+def _launch(stream: str, dur: float, sm: float) -> Launch:
+    return Launch(kernel=f"k{stream}", stream=stream, dur_us=dur, sm=sm, bw=0.0, tc=0.0, family="elementwise")
+
+
+def test_staggered_pair_uses_recorded_order_and_offset() -> None:
+    """b (holding every SM, 100 µs) starts 10 µs before a (10 µs solo): under residency with floor 0.1, a runs
+    at 0.1 until b ends at 100 (9 µs of work done in its 90 µs), then 1 µs at full speed: span 91 from its own
+    start (ends at 101); b's span 100; together 101 from b's start."""
+    model = ResidencySharing(floor=0.1)
+    pair = Pair((_launch("s1", 10.0, 0.5),), (_launch("s2", 100.0, 1.0),), 91.0, 100.0, 100.0, "t", "routing",
+                first="b", offset_us=10.0)
+    assert corun_predict(pair, model) == pytest.approx((91.0, 100.0, 101.0))
+    # the other order: a first keeps its SMs; b (needs all) runs at 0.5 while a runs (5..10 µs of a's 10)
+    swapped = Pair(pair.a, pair.b, 10.0, 102.5, 107.5, "t", "routing", first="a", offset_us=5.0)
+    # b starts at 5 beside a until 10: 5 µs at 0.5 = 2.5 µs of work, then 97.5 µs alone: ends at 107.5
+    assert corun_predict(swapped, model) == pytest.approx((10.0, 102.5, 107.5))

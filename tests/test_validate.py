@@ -138,3 +138,30 @@ def test_session_script_layout(folder: Path, tmp_path: Path) -> None:
     prof = fit_profile(tmp_path, "h200")
     assert any(m.endswith("kernels_real/cases.json") for m in prof.measurements)
     assert len(load_cases(tmp_path)) == len(CASES)
+    # a separate co-run session (microbench_corun/) supplies the co-run pairs; drop all but one there: the
+    # sharing fit then has too few pairs, which shows it read that file and not the main microbench's
+    (tmp_path / "microbench_corun").mkdir()
+    doc = json.loads((folder / "microbench.json").read_text())
+    doc["corun"] = doc["corun"][:1]
+    (tmp_path / "microbench_corun" / "microbench.json").write_text(json.dumps(doc))
+    prof = fit_profile(tmp_path, "h200")
+    assert any(m.endswith("microbench_corun/microbench.json") for m in prof.measurements)
+    assert "NOT fitted" in prof.interference.source
+
+
+def test_newest_eager_rerun_supersedes(tmp_path: Path) -> None:
+    """kernels_real_eager2 replaces the eager records of kernels_real_eager, which replaces the sweep's."""
+    def write(sub: str, eager_us: float) -> None:
+        (tmp_path / sub).mkdir()
+        recs = [{"preset": "deepseek_v3", "tokens": 1, "strategy": "sequential", "mode": m, "median_us": us}
+                for m, us in (("eager", eager_us), ("graph", 50.0))]
+        (tmp_path / sub / "cases.json").write_text(json.dumps(recs))
+
+    write("kernels_real", 100.0)
+    assert [c["median_us"] for c in load_cases(tmp_path) if c["mode"] == "eager"] == [100.0]
+    write("kernels_real_eager", 200.0)
+    assert [c["median_us"] for c in load_cases(tmp_path) if c["mode"] == "eager"] == [200.0]
+    write("kernels_real_eager2", 300.0)
+    cases = load_cases(tmp_path)
+    assert sorted((c["mode"], c["median_us"]) for c in cases) == [("eager", 300.0), ("graph", 50.0)]
+    assert [c["median_us"] for c in load_cases(tmp_path, eager_rerun=False) if c["mode"] == "eager"] == [100.0]

@@ -25,7 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "--from-measurements refits from a stored folder without a GPU.")
     p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. calibration/profiles/h200.json")
     p.add_argument("--from-measurements", metavar="DIR", type=Path,
-                   help="fit from this folder (microbench.json, optionally cases.json) instead of measuring")
+                   help="fit from this folder instead of measuring: microbench[/]microbench.json (solo shapes, "
+                        "host costs), optionally microbench_corun/microbench.json (co-run records, preferred), "
+                        "kernels_real[/]cases.json and kernels_real_eager2/ (newest eager cases)")
     p.add_argument("--raw", metavar="DIR", type=Path,
                    help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
