@@ -162,3 +162,15 @@ def test_cli_rejects_bad_arguments(tmp_path):
 def test_only_corun_is_parsed(tmp_path):
     assert parse_args(["--out", str(tmp_path), "--only", "corun"]).only == "corun"
     assert parse_args(["--out", str(tmp_path)]).only is None
+
+
+def test_exported_trace_of_a_cpu_profile_is_a_chrome_trace():
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from calibration.microbench.traces import exported_trace
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof, record_function("mb_solo:probe"):
+        torch.ones(4).add_(1.0)
+    trace = exported_trace(prof)
+    assert any(e.get("name") == "mb_solo:probe" for e in trace["traceEvents"])

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -13,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from calibration.microbench.stats import gaps
-from calibration.microbench.traces import kernels_by_label
+from calibration.microbench.traces import exported_trace, kernels_by_label
 
 BUSY_CYCLES = 40_000_000  # ~20 ms of torch.cuda._sleep at ~2 GHz, queued first so the host never waits
 CHAIN = 200
@@ -88,14 +85,7 @@ def _profiled_gaps(torch: Any, t: Any, graph: Any) -> dict[str, Any]:
         with record_function("mb_gap:graph"):
             graph.replay()
         torch.cuda.synchronize()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as fh:
-            trace = json.load(fh)
-    finally:
-        os.unlink(path)
+    trace = exported_trace(prof)
     ks = kernels_by_label(trace, "mb_gap:")
     return {label.split(":")[1]: gaps([(k["ts"], k["dur"]) for k in ks.get(label, [])])
             for label in ("mb_gap:eager", "mb_gap:graph")}

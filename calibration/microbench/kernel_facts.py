@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import warnings
 from typing import Any
 
 from calibration.microbench.ops import build, weight_key
 from calibration.microbench.progress import progress
-from calibration.microbench.traces import kernels_by_label, summarize_kernels
+from calibration.microbench.traces import exported_trace, kernels_by_label, summarize_kernels
 
 HOW = ("one eager call per solo shape (after one warm-up call) inside torch.profiler with "
        "record_function labels; kernels attributed through the runtime call's correlation id; grid/block of "
@@ -50,14 +47,7 @@ def run(torch: Any, records: list[dict[str, Any]], dev: Any, budget: Any, notes:
     bar.close()
     cache.clear()
     torch.cuda.empty_cache()
-    fd, path = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(path)
-        with open(path) as fh:
-            trace = json.load(fh)
-    finally:
-        os.unlink(path)
+    trace = exported_trace(prof)
     found = kernels_by_label(trace, "mb_solo:")
     hits = 0
     for i in range(done):

@@ -3,6 +3,9 @@ host range issued them (pure: works on the exported JSON dict)."""
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from bisect import bisect_right
 from typing import Any
 
@@ -64,3 +67,16 @@ def summarize_kernels(kernels: list[dict[str, Any]]) -> dict[str, Any]:
     longest = max(kernels, key=lambda k: k["dur"])
     return {"kernels": len(kernels), "kernel_names": [str(k["name"])[:NAME_CHARS] for k in kernels],
             "kernel_us": sum(k["dur"] for k in kernels), "grid": longest["grid"], "block": longest["block"]}
+
+
+def exported_trace(prof: Any) -> dict[str, Any]:
+    """The Chrome trace of a finished ``torch.profiler`` session, as a dict (through a temporary file, the
+    only export torch offers)."""
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path) as fh:
+            return json.load(fh)
+    finally:
+        os.unlink(path)
