@@ -33,6 +33,7 @@ from torch.profiler import ProfilerActivity, profile
 from kernels_real.config import PRESETS, STRATEGIES, ConfigError, MoEConfig, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
+from kernels_real.timing import time_steps
 
 DEFAULT_TOKENS = tuple(2**i for i in range(11))  # 1 .. 1024
 QUICK_TOKENS = (1, 16)
@@ -128,21 +129,7 @@ class Timer:
         return samples
 
     def _run(self, step: Callable[[int], None], n: int, layers_per_step: int) -> list[float]:
-        if not self.gpu:
-            times = []
-            for i in range(n):
-                t0 = time.perf_counter()
-                step(i)
-                times.append((time.perf_counter() - t0) * 1e6 / layers_per_step)
-            return times
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        for i in range(n):
-            starts[i].record()
-            step(i)
-            ends[i].record()
-        torch.cuda.synchronize()
-        return [s.elapsed_time(e) * 1e3 / layers_per_step for s, e in zip(starts, ends, strict=True)]
+        return [t / layers_per_step for t in time_steps(step, n, self.gpu)]
 
 
 def _kernels_from_trace(trace: dict) -> list[dict[str, object]]:

@@ -4,32 +4,13 @@ up), each rank times its own steps (CUDA events on GPU, perf_counter on CPU), ra
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 
 from kernels_real.distributed.parallel import Dist
-
-
-def time_steps(step: Callable[[int], None], n: int, gpu: bool) -> list[float]:
-    """µs of each of ``n`` back-to-back calls of ``step`` on this rank."""
-    if not gpu:
-        out = []
-        for i in range(n):
-            t0 = time.perf_counter()
-            step(i)
-            out.append((time.perf_counter() - t0) * 1e6)
-        return out
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
-        starts[i].record()
-        step(i)
-        ends[i].record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends, strict=True)]
+from kernels_real.timing import time_steps
 
 
 def agreed_max(d: Dist, value: float) -> float:
