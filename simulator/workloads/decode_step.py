@@ -38,14 +38,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from simulator.cost import CostModel, table_key
+from simulator.cost import CostModel
 from simulator.errors import InputError
 from simulator.ir import Program
 from simulator.profile import Profile
 from simulator.workloads.attention import AttentionDims, KernelIssuer, emit_attention
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.collectives import LinkFigures, all_reduce_us, all_to_all_us, comm_launch
-from simulator.workloads.moe_layer import _Emitter, applicable, split_tokens, touched_experts
+from simulator.workloads.moe_layer import ExpertView, LayerEmitter, applicable, split_tokens, touched_experts
 from simulator.workloads.presets import MoEDims
 
 F32, I32, I64 = 4, 4, 8  # bytes of float32, int32, int64
@@ -85,30 +85,6 @@ class Parallelism:
         return None
 
 
-@dataclass(frozen=True)
-class ExpertView:
-    """What one rank's routed experts process in one micro-batch (see the module docstring): expected
-    routed rows and routed experts hit, plus ``chunks`` fused shared pseudo-experts of ``shared_rows`` rows
-    each (``fused_shared``; 0 otherwise), ``groups`` local experts and the expert width."""
-
-    routed_rows: float
-    touched: float
-    shared_rows: float
-    chunks: int
-    groups: int
-    intermediate: int
-
-    @property
-    def rows(self) -> int:
-        """Rows the rank's grouped GEMMs process (routed and fused shared)."""
-        return max(1, math.ceil(self.routed_rows + self.chunks * self.shared_rows - 1e-9))
-
-    @property
-    def active(self) -> float:
-        """Groups with at least one row: the routed experts hit plus the fused shared chunks."""
-        return self.touched + self.chunks
-
-
 TOUCHED_GRID_STEPS = 4  # grid points per doubling of the token count for the router's Monte-Carlo
 
 
@@ -143,7 +119,7 @@ def expert_view(dims: MoEDims, par: Parallelism, tokens_group: float, fused: boo
                       chunks, dims.n_experts // par.ep + chunks, dims.moe_intermediate // par.expert_split)
 
 
-class _RankEmitter(_Emitter):
+class _RankEmitter(LayerEmitter):
     """The layer's torch ops, with the routed experts sized by an ``ExpertView`` instead of the
     single-GPU view (all experts local, ``t × k`` rows); otherwise costed exactly as ``moe_layer``'s
     (measured tables, per-op families)."""
@@ -152,44 +128,8 @@ class _RankEmitter(_Emitter):
         super().__init__(b, dims, tokens, prefix)
         self.view = view
 
-    def experts(self, x: str, ids: str, wts: str, n_groups: int, k: int) -> str:
-        v, t, h, w = self.view, self.t, self.d.hidden, self.w
-        rows, i, groups = v.rows, v.intermediate, v.groups
-        order, sorted_ids = self.buf("order"), self.buf("sorted_ids")
-        self.op("sort", "sort", 3 * I64 * rows, [ids], [sorted_ids, order], elements=rows,
-                table=(table_key("sort"), rows, 1.0))
-        ones = self.ew("ones_like", rows, I32, [], [self.buf("ones")])
-        counts = self.ew("zeros", groups, I32, [], [self.buf("counts")])
-        self.op("scatter_add", "reduction", (I64 + I32) * rows + I32 * groups, [ids, ones, counts], [counts],
-                elements=rows)
-        offsets = self.op("cumsum", "reduction", 2 * I32 * groups, [counts], [self.buf("offsets")],
-                          elements=groups)
-        token = self.ew("div_index", rows, 2 * I64, [order], [self.buf("token")])
-        xs = self.op("index_select", "gather", w * 2 * rows * h + I64 * rows, [x, token],
-                     [self.buf("x_sorted")], elements=rows * h, table=(table_key("index_select", N=h), rows, 1.0))
-        per_group = max(1, round(rows / v.active))
-        # measured tables: the routed experts at their mean rows, each fused shared chunk at its rows
-        per_routed, shared_part = v.routed_rows / v.touched, ((v.shared_rows, float(v.chunks)),) if v.chunks else ()
-        gu = self.op("grouped_mm_gate_up", "grouped_gemm",
-                     w * (rows * h + v.active * h * 2 * i + rows * 2 * i) + I32 * groups, [xs, offsets],
-                     [self.buf("gate_up")], flops=2.0 * rows * h * 2 * i, gemm=(per_group, h, 2 * i),
-                     groups=v.active, table=(table_key("grouped_mm", K=h, N=2 * i), per_routed, v.touched),
-                     parts=shared_part)
-        act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")], op_key="act_silu")
-        act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")], op_key="act_mul")
-        y = self.op("grouped_mm_down", "grouped_gemm",
-                    w * (rows * i + v.active * i * h + rows * h) + I32 * groups, [act, offsets],
-                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=v.active,
-                    table=(table_key("grouped_mm", K=i, N=h), per_routed, v.touched), parts=shared_part)
-        scale = self.op("index_select", "gather", (2 * F32 + I64) * rows, [wts, order], [self.buf("scale")],
-                        elements=rows)
-        out = self.ew("zeros", t * h, F32, [], [self.buf("combine_f32")])
-        yf = self.ew("to_float", rows * h, w + F32, [y], [self.buf("down_f32")], op_key="cast")
-        yf = self.ew("mul", rows * h, 2 * F32 + F32 / h, [yf, scale], [self.buf("down_scaled")],
-                     op_key="combine_mul")
-        self.op("index_add", "reduction", F32 * (rows * h + 2 * t * h) + I64 * rows, [yf, token, out], [out],
-                elements=rows * h)
-        return self.ew("to_bf16", t * h, F32 + w, [out], [self.buf("routed_out")], op_key="cast")
+    def expert_view(self, n_groups: int, k: int) -> ExpertView:
+        return self.view
 
 
 @dataclass
@@ -199,7 +139,7 @@ class _Micro:
     index: int
     tokens: int
     emitter: _RankEmitter
-    shared_emitter: _Emitter
+    shared_emitter: LayerEmitter
     x: str
     shared: str | None = None
     routed: str | None = None
@@ -305,7 +245,7 @@ def emit_moe_block(b: ProgramBuilder, dims: MoEDims, par: Parallelism, link: Lin
         prefix = f"{layer}.ub{ub}"
         view = expert_view(dims, par, tokens_group * t / tokens, strategy == "fused_shared")
         emitter = _RankEmitter(b, dims, t, prefix, view)
-        micros.append(_Micro(ub, t, emitter, _Emitter(b, shared_dims, t, prefix), emitter.buf("x")))
+        micros.append(_Micro(ub, t, emitter, LayerEmitter(b, shared_dims, t, prefix), emitter.buf("x")))
     for m in micros:
         block.phase_a(m)
     for m in micros:

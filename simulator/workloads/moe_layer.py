@@ -19,6 +19,7 @@ fork, racing with aux's reads. Communication hooks add dispatch / combine / all-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -119,7 +120,32 @@ def applicable(dims: MoEDims, strategy: str) -> str | None:
     return None
 
 
-class _Emitter:
+@dataclass(frozen=True)
+class ExpertView:
+    """What the routed experts of one grouped-GEMM pass process: expected routed rows and routed experts
+    hit, plus ``chunks`` fused shared pseudo-experts of ``shared_rows`` rows each (``fused_shared``; 0
+    otherwise), ``groups`` local experts and the expert width (one GPU: all experts; a rank of an EP/TP layout:
+    its share, see ``decode_step``)."""
+
+    routed_rows: float
+    touched: float
+    shared_rows: float
+    chunks: int
+    groups: int
+    intermediate: int
+
+    @property
+    def rows(self) -> int:
+        """Rows the grouped GEMMs process (routed and fused shared)."""
+        return max(1, math.ceil(self.routed_rows + self.chunks * self.shared_rows - 1e-9))
+
+    @property
+    def active(self) -> float:
+        """Groups with at least one row: the routed experts hit plus the fused shared chunks."""
+        return self.touched + self.chunks
+
+
+class LayerEmitter:
     """Issues one micro-batch's torch ops as costed launches on the builder."""
 
     def __init__(self, b: ProgramBuilder, dims: MoEDims, tokens: int, prefix: str) -> None:
@@ -226,38 +252,45 @@ class _Emitter:
         self.op("gather", "gather", (2 * F32 + I64) * t * d.top_k, [scores, ids], [wts],
                 elements=t * d.top_k)
 
+    def expert_view(self, n_groups: int, k: int) -> ExpertView:
+        """The single-GPU view: all ``n_groups`` experts local (routed plus fused shared chunks), ``t × k`` rows."""
+        d, t = self.d, self.t
+        chunks = n_groups - d.n_experts
+        return ExpertView(routed_rows=float(t * (k - chunks)), touched=touched_experts(d, t), shared_rows=float(t),
+                          chunks=chunks, groups=n_groups, intermediate=d.moe_intermediate)
+
     def experts(self, x: str, ids: str, wts: str, n_groups: int, k: int) -> str:
-        """``MoELayer._experts``: group, gather, two grouped GEMMs, weighted index_add; returns the output."""
-        d, t, h, i, w = self.d, self.t, self.d.hidden, self.d.moe_intermediate, self.w
-        rows = t * k
+        """``MoELayer._experts``: group, gather, two grouped GEMMs, weighted index_add; returns the output.
+        The experts' sizes come from :meth:`expert_view` (a rank of an EP/TP layout overrides it)."""
+        v = self.expert_view(n_groups, k)
+        t, h, w = self.t, self.d.hidden, self.w
+        rows, i, groups = v.rows, v.intermediate, v.groups
         order, sorted_ids = self.buf("order"), self.buf("sorted_ids")
         self.op("sort", "sort", 3 * I64 * rows, [ids], [sorted_ids, order], elements=rows,
                 table=(table_key("sort"), rows, 1.0))
         ones = self.ew("ones_like", rows, I32, [], [self.buf("ones")])
-        counts = self.ew("zeros", n_groups, I32, [], [self.buf("counts")])
-        self.op("scatter_add", "reduction", (I64 + I32) * rows + I32 * n_groups, [ids, ones, counts],
-                [counts], elements=rows)
-        offsets = self.op("cumsum", "reduction", 2 * I32 * n_groups, [counts], [self.buf("offsets")],
-                          elements=n_groups)
+        counts = self.ew("zeros", groups, I32, [], [self.buf("counts")])
+        self.op("scatter_add", "reduction", (I64 + I32) * rows + I32 * groups, [ids, ones, counts], [counts],
+                elements=rows)
+        offsets = self.op("cumsum", "reduction", 2 * I32 * groups, [counts], [self.buf("offsets")],
+                          elements=groups)
         token = self.ew("div_index", rows, 2 * I64, [order], [self.buf("token")])
-        xs = self.op("index_select", "gather", w * 2 * rows * h + I64 * rows, [x, token], [self.buf("x_sorted")],
-                     elements=rows * h, table=(table_key("index_select", N=h), rows, 1.0))
-        routed, chunks = touched_experts(d, t), n_groups - d.n_experts
-        touched = routed + chunks
-        per_group = max(1, round(rows / max(touched, 1.0)))
-        # measured tables: the routed experts at their mean rows, each fused shared chunk at all T rows
-        per_routed, shared_part = t * (k - chunks) / routed, ((float(t), float(chunks)),) if chunks else ()
+        xs = self.op("index_select", "gather", w * 2 * rows * h + I64 * rows, [x, token],
+                     [self.buf("x_sorted")], elements=rows * h, table=(table_key("index_select", N=h), rows, 1.0))
+        per_group = max(1, round(rows / max(v.active, 1.0)))
+        # measured tables: the routed experts at their mean rows, each fused shared chunk at its rows
+        per_routed, shared_part = v.routed_rows / v.touched, ((v.shared_rows, float(v.chunks)),) if v.chunks else ()
         gu = self.op("grouped_mm_gate_up", "grouped_gemm",
-                     w * (rows * h + touched * h * 2 * i + rows * 2 * i) + I32 * n_groups, [xs, offsets],
+                     w * (rows * h + v.active * h * 2 * i + rows * 2 * i) + I32 * groups, [xs, offsets],
                      [self.buf("gate_up")], flops=2.0 * rows * h * 2 * i, gemm=(per_group, h, 2 * i),
-                     groups=touched, table=(table_key("grouped_mm", K=h, N=2 * i), per_routed, routed),
+                     groups=v.active, table=(table_key("grouped_mm", K=h, N=2 * i), per_routed, v.touched),
                      parts=shared_part)
         act = self.ew("silu", rows * i, 2 * w, [gu], [self.buf("silu")], op_key="act_silu")
         act = self.ew("mul", rows * i, 3 * w, [act, gu], [self.buf("act")], op_key="act_mul")
         y = self.op("grouped_mm_down", "grouped_gemm",
-                    w * (rows * i + touched * i * h + rows * h) + I32 * n_groups, [act, offsets],
-                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=touched,
-                    table=(table_key("grouped_mm", K=i, N=h), per_routed, routed), parts=shared_part)
+                    w * (rows * i + v.active * i * h + rows * h) + I32 * groups, [act, offsets],
+                    [self.buf("down")], flops=2.0 * rows * i * h, gemm=(per_group, i, h), groups=v.active,
+                    table=(table_key("grouped_mm", K=i, N=h), per_routed, v.touched), parts=shared_part)
         scale = self.op("index_select", "gather", (2 * F32 + I64) * rows, [wts, order], [self.buf("scale")],
                         elements=rows)
         out = self.ew("zeros", t * h, F32, [], [self.buf("combine_f32")])
@@ -333,7 +366,7 @@ def emit_moe_layer(b: ProgramBuilder, dims: MoEDims, tokens: int, strategy: str 
         raise InputError(f"{len(inputs)} input buffers for {len(counts)} micro-batches")
     outputs = []
     for ub, t in enumerate(counts):
-        e = _Emitter(b, dims, t, f"{layer}.ub{ub}")
+        e = LayerEmitter(b, dims, t, f"{layer}.ub{ub}")
         x = inputs[ub] if inputs else e.buf("x")
 
         def hook(fn: CommHook | None, buffer: str, ub: int = ub, t: int = t) -> str:
@@ -341,7 +374,7 @@ def emit_moe_layer(b: ProgramBuilder, dims: MoEDims, tokens: int, strategy: str 
                 return buffer
             return fn(b, CommContext(layer, ub, t, dims, main, buffer)) or buffer
 
-        def routed(x: str = x, e: _Emitter = e, hook: Callable[..., str] = hook) -> str:
+        def routed(x: str = x, e: LayerEmitter = e, hook: Callable[..., str] = hook) -> str:
             ids, wts = e.gate(x)
             n_groups, k = dims.n_experts, dims.top_k
             if strategy == "fused_shared":
