@@ -2,38 +2,18 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-from simulator.cli import run as run_cmd
-from simulator.cli import schema as schema_cmd
-from simulator.cli import sweep as sweep_cmd
-from simulator.cli import thresholds as thresholds_cmd
-from simulator.errors import InputError
+from simulator.cli.main import main as moesim
 
 SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SMALL = {"model": {"preset": "DeepSeek-V2-Lite"}, "platform": {"profile": "mi300x"},
          "parallelism": {"tp": 1, "dp": 2, "ep": 2}, "load": {"concurrency": 4},
          "thresholds": {"concurrency": [1, 8]}}
-
-
-def moesim(argv: list[str]) -> int:
-    """What ``simulator.cli.main`` does with these sub-commands: InputError → one line, exit 2."""
-    parser = argparse.ArgumentParser(prog="moesim")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for module in (run_cmd, sweep_cmd, thresholds_cmd, schema_cmd):
-        module.add_parser(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except InputError as err:
-        print(f"moesim {args.command}: error: {err}", file=sys.stderr)
-        return 2
 
 
 @pytest.fixture

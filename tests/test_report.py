@@ -3,7 +3,6 @@ computations, the header's provenance, the calibration section's two states, CLI
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import subprocess
@@ -15,8 +14,7 @@ import pytest
 import yaml
 
 from calibration.validate import predict_case
-from simulator.cli import report as report_cli
-from simulator.errors import InputError
+from simulator.cli.main import main
 from simulator.evaluate import evaluate
 from simulator.ir import load_program
 from simulator.profile import load_profile, parse_profile
@@ -243,17 +241,6 @@ def test_scenario_schedules_are_checked(datasheet_report: tuple[Path, Any]) -> N
     assert cells[3] == ["clean"] * 3
 
 
-def _cli(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="moesim")
-    report_cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except InputError as err:
-        print(f"moesim {args.command}: error: {err}", file=sys.stderr)
-        return 2
-
-
 @pytest.mark.parametrize(("extra", "message"), [
     (["missing.yaml"], "missing.yaml"),
     ([H200, "--validation", "nope.json"], "nope.json: no such file"),
@@ -262,7 +249,7 @@ def _cli(argv: list[str]) -> int:
 ])
 def test_cli_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
     out = tmp_path / "r.html"
-    assert _cli(["report", *extra, "--html", str(out)]) == 2
+    assert main(["report", *extra, "--html", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
     assert not out.exists()
@@ -270,7 +257,7 @@ def test_cli_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra
 
 def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.html"
-    assert _cli(["report", datasheet_scenario(tmp_path), "--html", str(out), "--json"]) == 0
+    assert main(["report", datasheet_scenario(tmp_path), "--html", str(out), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["html"] == str(out) and out.is_file()
     assert doc["figures"] == ["fig-timeline-1", "fig-gains", "fig-threshold-map", "fig-hazards"]
@@ -286,7 +273,7 @@ def test_png_skipped_with_a_message_without_chromium(tmp_path: Path, capsys: pyt
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MOESIM_CHROMIUM", str(tmp_path / "no-chromium"))
     out, png = tmp_path / "r.html", tmp_path / "r.png"
-    assert _cli(["report", H200, "--html", str(out), "--png", str(png)]) == 0
+    assert main(["report", H200, "--html", str(out), "--png", str(png)]) == 0
     assert "PNG skipped: no Chromium found" in capsys.readouterr().err
     assert out.is_file() and not png.exists()
 

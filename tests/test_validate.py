@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from calibration.validate import evaluate, gain_signs, load_cases, split_of, summary_lines
-from simulator.cli import calibrate as calibrate_cli
-from simulator.cli import validate as validate_cli
+from simulator.cli.main import main
 from simulator.errors import InputError
 from tests.test_fit import CASES, truth_profile, write_measurements
-
-
-def _cli(module, argv: list[str]) -> int:
-    """Run one sub-command as ``moesim`` does (InputError -> exit 2)."""
-    parser = argparse.ArgumentParser(prog="moesim")
-    module.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except InputError as err:
-        import sys
-
-        print(f"moesim {args.command}: error: {err}", file=sys.stderr)
-        return 2
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +58,14 @@ def test_truth_profile_validates_exactly(folder: Path) -> None:
 
 def test_calibrate_then_validate(folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "h200.json"
-    assert _cli(calibrate_cli, ["calibrate", "--out", str(out), "--from-measurements", str(folder),
+    assert main(["calibrate", "--out", str(out), "--from-measurements", str(folder),
                                 "--holdout-tokens", "2"]) == 0
     text = capsys.readouterr().out
     assert "h200 (calibrated on NVIDIA H200, 2026-12-02)" in text
     prof = json.loads(out.read_text())
     assert prof["fit"]["layer"]["holdout_presets"] == ["deepseek_v2_lite"]
     html = tmp_path / "v.html"
-    assert _cli(validate_cli, ["validate", "--profile", str(out), "--measurements", str(folder), "--json",
+    assert main(["validate", "--profile", str(out), "--measurements", str(folder), "--json",
                                "--html", str(html)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["profile"] == "h200 (calibrated on NVIDIA H200, 2026-12-02)"
@@ -96,10 +80,10 @@ def test_calibrate_then_validate(folder: Path, tmp_path: Path, capsys: pytest.Ca
 
 
 def test_bad_input_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cli(calibrate_cli, ["calibrate", "--out", str(tmp_path / "x.json"), "--from-measurements",
+    assert main(["calibrate", "--out", str(tmp_path / "x.json"), "--from-measurements",
                                 str(tmp_path / "nope")]) == 2
-    assert _cli(validate_cli, ["validate", "--profile", "no-such"]) == 2
-    assert _cli(validate_cli, ["validate", "--profile", "mi300x"]) == 2  # records no cases.json
+    assert main(["validate", "--profile", "no-such"]) == 2
+    assert main(["validate", "--profile", "mi300x"]) == 2  # records no cases.json
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("moesim ") for line in err)
     assert not (tmp_path / "x.json").exists()
@@ -111,7 +95,7 @@ def test_calibrate_without_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert _cli(calibrate_cli, ["calibrate", "--out", str(tmp_path / "p.json"), "--raw", str(tmp_path)]) == 2
+    assert main(["calibrate", "--out", str(tmp_path / "p.json"), "--raw", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "needs a CUDA/ROCm GPU" in err and "\n" not in err
     assert not (tmp_path / "p.json").exists()
