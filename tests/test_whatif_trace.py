@@ -24,9 +24,7 @@ def moe_trace(tmp_path: Path) -> Path:
     return path
 
 
-def _cli(monkeypatch: pytest.MonkeyPatch, *argv: str) -> int:
-    if "whatif" not in cli_main.SUBCOMMANDS:
-        monkeypatch.setattr(cli_main, "SUBCOMMANDS", (*cli_main.SUBCOMMANDS, "whatif"))
+def _cli(*argv: str) -> int:
     return cli_main.main(list(argv))
 
 
@@ -113,10 +111,10 @@ def test_every_instance_moves(tmp_path: Path) -> None:
     assert out["whatif_us"] < out["baseline_us"]
 
 
-def test_cli_json_and_trace_out(moe_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_cli_json_and_trace_out(moe_trace: Path, tmp_path: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
     out_file = tmp_path / "pred.json"
-    rc = _cli(monkeypatch, "whatif", "trace", str(moe_trace), "--aux-region", "moe.shared_experts",
+    rc = _cli("whatif", "trace", str(moe_trace), "--aux-region", "moe.shared_experts",
               "--profile", PROFILE, "--json", "--trace-out", str(out_file))
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
@@ -130,9 +128,9 @@ def test_cli_json_and_trace_out(moe_trace: Path, tmp_path: Path, monkeypatch: py
     assert min(e["ts"] for e in kernels) == pytest.approx(1003.0)
 
 
-def test_cli_text_names_sources(moe_trace: Path, monkeypatch: pytest.MonkeyPatch,
+def test_cli_text_names_sources(moe_trace: Path,
                                 capsys: pytest.CaptureFixture[str]) -> None:
-    assert _cli(monkeypatch, "whatif", "trace", str(moe_trace), "--aux-region", "moe.shared_experts",
+    assert _cli("whatif", "trace", str(moe_trace), "--aux-region", "moe.shared_experts",
                 "--profile", PROFILE) == 0
     text = capsys.readouterr().out
     assert "kineto-test" in text and "from the trace" in text
@@ -142,20 +140,20 @@ def test_cli_text_names_sources(moe_trace: Path, monkeypatch: pytest.MonkeyPatch
     (["--aux-region", "nope"], "no record_function range named 'nope'"),
     (["--aux-region", "moe.shared_experts", "--profile", "no-such-profile"], "unknown profile"),
 ])
-def test_cli_bad_input_exit_2(moe_trace: Path, monkeypatch: pytest.MonkeyPatch,
+def test_cli_bad_input_exit_2(moe_trace: Path,
                               capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
     extra = [] if "--profile" in argv else ["--profile", PROFILE]
-    assert _cli(monkeypatch, "whatif", "trace", str(moe_trace), *argv, *extra) == 2
+    assert _cli("whatif", "trace", str(moe_trace), *argv, *extra) == 2
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1 and "Traceback" not in err
 
 
-def test_cli_malformed_trace_exit_2_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_cli_malformed_trace_exit_2_writes_nothing(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"traceEvents": [{"ph": "X", ')
     out_file = tmp_path / "pred.json"
-    assert _cli(monkeypatch, "whatif", "trace", str(bad), "--aux-region", "x", "--trace-out", str(out_file)) == 2
+    assert _cli("whatif", "trace", str(bad), "--aux-region", "x", "--trace-out", str(out_file)) == 2
     err = capsys.readouterr().err.strip()
     assert "malformed trace JSON" in err and len(err.splitlines()) == 1
     assert not out_file.exists()
