@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -20,3 +22,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def moe_trace(tmp_path: Path) -> Path:
+    """A synthetic eager Kineto trace of one MoE layer (gate, shared experts, routed experts, combine)."""
+    from tests.data.kineto.synth import Synth, moe_layer
+
+    synth = Synth()
+    moe_layer(synth)
+    path = tmp_path / "moe.json"
+    path.write_text(synth.dumps())
+    return path

@@ -30,34 +30,25 @@ def _graph_trace(path: Path, names: list[str], durs: list[list[float]], gap: flo
     return path
 
 
-@pytest.fixture
-def moe(tmp_path: Path) -> Path:
-    s = Synth()
-    moe_layer(s)
-    path = tmp_path / "eager.json"
-    path.write_text(s.dumps())
-    return path
-
-
 NAMES = ["gate_gemm", "shared_up", "shared_down", "routed_up", "routed_down", "combine_add"]
 
 
-def test_graph_durations_by_position_and_node_gap(moe: Path, tmp_path: Path) -> None:
+def test_graph_durations_by_position_and_node_gap(moe_trace: Path, tmp_path: Path) -> None:
     graph = _graph_trace(tmp_path / "graph.json", NAMES, [[8, 20, 20, 30, 30, 4], [10, 24, 24, 34, 34, 6]], 0.5)
-    r = run_whatif(moe, None, launch="graph", profile=PROFILE, durations_from=graph, progress=False)
+    r = run_whatif(moe_trace, None, launch="graph", profile=PROFILE, durations_from=graph, progress=False)
     # one graph: the means (9 + 22 + 22 + 32 + 32 + 5 = 122 µs) back to back, 5 node gaps of 0.5 µs
     assert r.baseline_us == pytest.approx(122 + 5 * 0.5)
     assert r.node_gap_us == pytest.approx(0.5)
     assert "mapped by position" in r.durations
 
 
-def test_graph_durations_refuse_another_kernel_sequence(moe: Path, tmp_path: Path) -> None:
+def test_graph_durations_refuse_another_kernel_sequence(moe_trace: Path, tmp_path: Path) -> None:
     swapped = [NAMES[1], NAMES[0], *NAMES[2:]]
     with pytest.raises(InputError, match="kernel sequences differ"):
-        run_whatif(moe, None, launch="graph", profile=PROFILE,
+        run_whatif(moe_trace, None, launch="graph", profile=PROFILE,
                    durations_from=_graph_trace(tmp_path / "g.json", swapped, [[1.0] * 6], 0.5), progress=False)
     with pytest.raises(InputError, match="whole number of copies"):
-        run_whatif(moe, None, launch="graph", profile=PROFILE,
+        run_whatif(moe_trace, None, launch="graph", profile=PROFILE,
                    durations_from=_graph_trace(tmp_path / "h.json", NAMES[:5], [[1.0] * 5], 0.5), progress=False)
 
 
@@ -122,6 +113,6 @@ def test_two_layer_eager_trace_takes_graph_durations_per_layer_position(tmp_path
     assert r.baseline_layer_us == pytest.approx(124.75)
 
 
-def test_trace_without_layer_metadata_counts_one_layer(moe: Path) -> None:
-    r = run_whatif(moe, None, profile=PROFILE, progress=False)
+def test_trace_without_layer_metadata_counts_one_layer(moe_trace: Path) -> None:
+    r = run_whatif(moe_trace, None, profile=PROFILE, progress=False)
     assert r.layers == 1 and r.baseline_layer_us == r.baseline_us

@@ -15,15 +15,6 @@ from tests.data.kineto.synth import Synth, moe_layer
 PROFILE = str(Path(__file__).parent / "data" / "kineto" / "test-profile.json")
 
 
-@pytest.fixture
-def moe_trace(tmp_path: Path) -> Path:
-    s = Synth()
-    moe_layer(s)
-    path = tmp_path / "moe.json"
-    path.write_text(s.dumps())
-    return path
-
-
 def _cli(*argv: str) -> int:
     return cli_main.main(list(argv))
 
