@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
-# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2), or all (= tests+micro+sweep).
+# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, sweep3), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -9,7 +9,7 @@ out=${2:?output folder}
 mkdir -p "$out"
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/nvidia-smi.txt"
-has() { [[ $parts == all && $1 != eager* ]] || [[ "+$parts+" == *"+$1+"* ]]; }
+has() { [[ $parts == all && $1 =~ ^(tests|micro|sweep)$ ]] || [[ "+$parts+" == *"+$1+"* ]]; }
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip)'
 if has tests; then
   python3 -m pytest -q -m gpu tests/test_kernels_real_gpu.py tests/test_microbench_gpu.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests.log" | tail -5
@@ -37,6 +37,18 @@ if has eager2; then
   taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real_eager2" --modes eager --interleave-eager \
     --trace-presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --trace-tokens 1 16 128 1024 \
     2>&1 | tee "$out/sweep-eager2.log" | tail -80
+fi
+if has probe; then
+  # where the eager multi-stream layer's extra time goes (layer variants; host cost per op on one vs two streams)
+  taskset -c 2 python3 -m kernels_real.eager_probe --out "$out/eager_probe" 2>&1 | tee "$out/eager-probe.log" | tail -60
+fi
+if has sweep3; then
+  # the three traced presets at the traced token counts, timed (graph; eager interleaved, pinned) and traced in the
+  # same call: traces with cuda_sync records, eager traces of 3 layer calls, graph traces of 5 replays
+  taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real3" --interleave-eager \
+    --presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --tokens 1 16 128 1024 --graph-trace-replays 5 \
+    --trace-presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --trace-tokens 1 16 128 1024 \
+    2>&1 | tee "$out/sweep3.log" | tail -60
 fi
 tar czf "$out/results-${parts//+/-}.tgz" -C "$out" --exclude='*.tgz' .
 ls -la "$out"

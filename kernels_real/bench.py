@@ -30,6 +30,11 @@ from typing import TypeVar
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+try:  # cuda_sync records (stream waits with their event); absent from some builds
+    from torch._C._profiler import _ExperimentalConfig
+except ImportError:  # pragma: no cover - depends on the torch build
+    _ExperimentalConfig = None
+
 from kernels_real.config import PRESETS, STRATEGIES, ConfigError, MoEConfig, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
@@ -142,11 +147,15 @@ def _kernels_from_trace(trace: dict) -> list[dict[str, object]]:
 
 
 def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: bool) -> list[dict[str, object]]:
-    """Profile one call of ``fn`` into ``path`` (gzip Chrome trace) and return its kernels."""
+    """Profile one call of ``fn`` into ``path`` (gzip Chrome trace, with ``cuda_sync`` records on a GPU: which
+    event each stream wait waited on) and return its kernels."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
+    extra = {}
     if gpu:
         torch.cuda.synchronize()
-    with profile(activities=activities, record_shapes=True) as prof:
+        if _ExperimentalConfig is not None:
+            extra["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
+    with profile(activities=activities, record_shapes=True, **extra) as prof:
         fn()
         if gpu:
             torch.cuda.synchronize()
@@ -304,11 +313,16 @@ class Sweep:
                     step(i)
             layers = calls
         else:
-            meta["note"] = f"graph: one replay of {layers_per_step} layer calls (one per weight set)"
+            replays = self.args.graph_trace_replays
+            meta["note"] = (f"graph: {replays} back-to-back replay(s) of {layers_per_step} layer calls (one per "
+                            "weight set)")
+            meta["graph_replays_per_trace"] = replays
+            meta["layers_per_trace"] = layers_per_step * replays
 
             def fn() -> None:
-                step(0)
-            layers = layers_per_step
+                for i in range(replays):
+                    step(i)
+            layers = layers_per_step * replays
         if record is None:
             meta["note"] = str(meta["note"]) + "; --trace-only: not timed in this run, so no median_us"
         kernels = _trace(fn, self.out / "traces" / name, meta, self.gpu)
@@ -372,6 +386,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         "of short bursts in one shuffled order")
     p.add_argument("--eager-trace-calls", type=int, default=EAGER_TRACE_CALLS,
                    help=f"warmed back-to-back layer calls per eager trace (default {EAGER_TRACE_CALLS})")
+    p.add_argument("--graph-trace-replays", type=int, default=1,
+                   help="back-to-back replays per graph trace (default 1; more average out the profiler's "
+                        "per-replay noise)")
     p.add_argument("--trace-only", action="store_true",
                    help="no timing: trace the given presets x tokens x strategies x modes (no median_us in them)")
     return p.parse_args(argv)
@@ -389,6 +406,8 @@ def _validate(args: argparse.Namespace) -> list[MoEConfig]:
         raise BenchInputError("token counts must be >= 1")
     if args.eager_trace_calls < 1:
         raise BenchInputError("--eager-trace-calls must be >= 1")
+    if args.graph_trace_replays < 1:
+        raise BenchInputError("--graph-trace-replays must be >= 1")
     if args.weight_sets is not None and args.weight_sets < 1:
         raise BenchInputError("--weight-sets must be >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():
