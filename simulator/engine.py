@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import gc
 from collections import deque
+from heapq import heappush
 from operator import itemgetter
 
 import simpy
-from simpy.events import Timeout
+from simpy.events import NORMAL, Event, Timeout
 
 from simulator.expand import Issued, expand
 from simulator.ir import Program
@@ -43,12 +44,12 @@ _LAUNCH, _SYNC, _RECORD, _WAIT, _WAIT_STREAM, _HOLD = range(6)
 
 
 class _Kernel:
-    __slots__ = ("demand", "event", "gap", "index", "name", "rate", "region", "remaining", "replay", "solo",
-                 "start", "stream", "updated")
+    __slots__ = ("demand", "demand_id", "event", "gap", "index", "name", "rate", "region", "remaining", "replay",
+                 "solo", "start", "stream", "updated")
 
     def __init__(self, plan: tuple, stream: _Stream) -> None:
         _, _, _, _, self.gap, self.index, self.replay, self.name, self.region, self.remaining, self.demand, \
-            self.solo = plan
+            self.demand_id, self.solo = plan
         self.stream = stream
         self.rate = 1.0
         self.start = 0.0
@@ -115,6 +116,9 @@ class Engine:
         self._paid = False
         self._blocked: str | None = None
         self._depth = program.host.queue_depth
+        self._wake: tuple[float, float] | None = None  # (time, delay) of a host wake-up not yet scheduled
+        self._demand_ids: dict[tuple[float, float, float], int] = {}
+        self._pairs: dict[tuple[int, int], tuple[float, ...]] = {}
 
     def run(self) -> SimResult:
         collecting = gc.isenabled()
@@ -129,7 +133,7 @@ class Engine:
         expansion = expand(self.program)
         self._issued = expansion.issued
         self._plan = [self._translate(position, item) for position, item in enumerate(self._issued)]
-        self._host_step()
+        self._host_run(0.0, False)
         self.env.run()
         stuck = [s.name for s in self.streams.values() if s.queue]
         if stuck or self._next < len(self._issued):
@@ -153,11 +157,12 @@ class Engine:
         if kind == "launch":
             host = self.program.host
             demand = (op.sm, op.bw, op.tc)
+            demand_id = self._demand_ids.setdefault(demand, len(self._demand_ids))
             fluid = self._fluid
             solo = fluid.rates([demand])[0] if fluid is not None else 0.0
             return (_LAUNCH, item.host_us, position, streams[op.stream],
                     host.node_gap_us if item.replay is not None else host.kernel_gap_us, item.index, item.replay,
-                    op.kernel, op.region, op.dur_us, demand, solo)
+                    op.kernel, op.region, op.dur_us, demand, demand_id, solo)
         if kind == "sync":
             return (_SYNC, item.host_us, position)
         if kind == "record":
@@ -169,11 +174,14 @@ class Engine:
         return (_HOLD, item.host_us, position)
 
     # -- host ---------------------------------------------------------------------------------------
-    def _host_step(self, _event: object = None) -> None:
-        """Issue ops until the host must spend time (before a launch or sync) or block (sync, full queue).
+    def _host_run(self, t: float, nested: bool) -> None:
+        """Issue ops from host time ``t`` until the host must spend time (before a launch or sync) or block.
 
-        Nothing called from here re-enters it (the host is not blocked while it runs), so the cursor and the
-        held cost live in locals and are written back at every exit."""
+        ``t`` is ``env.now``, or later while the host runs ahead (nothing is scheduled before ``t`` then,
+        and only what cannot depend on the time is done ahead). ``nested``: called from inside another
+        event's callback, which may still schedule events: the host's next wake-up is settled when that
+        callback ends. Nothing called from here re-enters it, so the cursor lives in a local."""
+        env = self.env
         plan = self._plan
         end = len(plan)
         held = self._held
@@ -192,12 +200,21 @@ class Engine:
                 delay = self._held_cost + item[1]
                 if delay > 0:
                     self._next = i
-                    self._host_log.append((self.env.now, held, item))
-                    self.env.timeout(delay).callbacks.append(self._host_step)
-                    return
+                    self._host_log.append((t, held, item))
+                    t += delay
+                    if nested:
+                        self._wake = (t, delay)
+                        return
+                    if t >= env.peek():
+                        self._sleep_until(t)
+                        return
             if what == _LAUNCH and self.pending_launches >= self._depth:
                 self._next = i
                 self._blocked = "queue"
+                return
+            if t != env.now and not _settled(item):
+                self._next = i
+                self._sleep_until(t)
                 return
             if held:
                 self._apply_held()
@@ -220,15 +237,40 @@ class Engine:
         self._next = i
         tail = self._held_cost
         if tail > 0:
-            self._host_log.append((self.env.now, held, None))
+            self._host_log.append((t, held, None))
         self._apply_held()
-        if tail > 0:
-            self.env.timeout(tail).callbacks.append(self._host_finish)
-        else:
-            self.host_end = self.env.now
+        self.host_end = t + tail
 
-    def _host_finish(self, _event: object) -> None:
-        self.host_end = self.env.now
+    def _sleep_until(self, t: float) -> None:
+        """Wake the host at exactly ``t``: SimPy's ``now + delay`` cannot always land on a time the host
+        reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself."""
+        env = self.env
+        event = Event(env)
+        event._ok = True
+        event._value = None
+        event.callbacks.append(self._host_wake)
+        heappush(env._queue, (t, NORMAL, next(env._eid), event))
+
+    def _host_wake(self, _event: object) -> None:
+        self._host_run(self.env.now, False)
+
+    def _settle(self) -> None:
+        """At the end of a callback that woke the host: run ahead to its wake-up time if nothing is
+        scheduled before it, else schedule the wake-up (as the host would have done)."""
+        t, delay = self._wake
+        self._wake = None
+        if t < self.env.peek():
+            self._host_run(t, False)
+        else:
+            Timeout(self.env, delay).callbacks.append(self._host_wake)
+
+    def _flush_wake(self, at: float) -> None:
+        """Schedule a pending host wake-up now if an event for the same time is about to be scheduled
+        (the host's must come first, as it was asked for first)."""
+        t, delay = self._wake
+        if t == at:
+            self._wake = None
+            Timeout(self.env, delay).callbacks.append(self._host_wake)
 
     def _apply_held(self) -> None:
         """Apply the records, waits and stream switches issued since the last launch, in host order."""
@@ -278,14 +320,17 @@ class Engine:
                 self._item_done(stream)
                 continue
             queue.popleft()
-            if head.gap <= 0 and head.remaining <= _EPS:
+            gap = head.gap
+            if gap <= 0 and head.remaining <= _EPS:
                 self._launch_started()
                 self._record_run(head, self.env.now)
                 self._item_done(stream)
                 continue
             stream.busy = True
-            if head.gap > 0:
-                Timeout(self.env, head.gap, head).callbacks.append(self._gap_passed)
+            if gap > 0:
+                if self._wake is not None:
+                    self._flush_wake(self.env.now + gap)
+                Timeout(self.env, gap, head).callbacks.append(self._gap_passed)
             else:
                 self._start(head)
 
@@ -301,22 +346,26 @@ class Engine:
                 for other in woken:
                     self._advance(other)
         if self.outstanding == 0 and self._blocked == "sync":
-            self._host_step()
+            self._host_run(self.env.now, True)
 
     def _launch_started(self) -> None:
         self.pending_launches -= 1
         if self._blocked == "queue":
-            self._host_step()
+            self._host_run(self.env.now, True)
 
     # -- device -------------------------------------------------------------------------------------
     def _gap_passed(self, event: Timeout) -> None:
         self._start(event._value)
+        if self._wake is not None:
+            self._settle()
 
     def _start(self, kernel: _Kernel) -> None:
         now = self.env.now
         kernel.start = now
         kernel.updated = now
-        self._launch_started()
+        self.pending_launches -= 1
+        if self._blocked == "queue":
+            self._host_run(now, True)
         if kernel.remaining <= _EPS:
             self._finish(kernel)
             return
@@ -324,20 +373,28 @@ class Engine:
         self.running.append(kernel)
         self._resolve_rates()
 
-    def _rates(self, running: list[_Kernel]) -> list[float]:
-        """The sharing model's rates; the default model's one- and two-kernel cases inline (same arithmetic)."""
-        n = len(running)
+    def _rates(self, running: list[_Kernel]) -> list[float] | tuple[float, ...]:
+        """The sharing model's rates; the default model's one- and two-kernel cases inline (same arithmetic,
+        pairs remembered by their demands)."""
         if self._fluid is None:
             return self.sharing.rates([k.demand for k in running])
+        n = len(running)
         if n == 1:
-            return [running[0].solo]
-        sm, bw, tc = self._capacity
+            return (running[0].solo,)
         if n == 2:
-            a, b = running[0].demand, running[1].demand
-            if a[0] + b[0] <= sm and a[1] + b[1] <= bw and a[2] + b[2] <= tc:
-                return [1.0, 1.0]
-            return water_fill([a, b], [sm, bw, tc])
+            a, b = running
+            key = (a.demand_id, b.demand_id)
+            rates = self._pairs.get(key)
+            if rates is None:
+                rates = self._pairs[key] = self._pair_rates(a.demand, b.demand)
+            return rates
         return self._fluid.rates([k.demand for k in running])
+
+    def _pair_rates(self, a: tuple, b: tuple) -> tuple[float, ...]:
+        sm, bw, tc = self._capacity
+        if a[0] + b[0] <= sm and a[1] + b[1] <= bw and a[2] + b[2] <= tc:
+            return (1.0, 1.0)
+        return tuple(water_fill([a, b], [sm, bw, tc]))
 
     def _resolve_rates(self) -> None:
         """Re-solve rates; reschedule the completion of every kernel whose rate changed."""
@@ -347,14 +404,18 @@ class Engine:
         rates = self._rates(running)
         env = self.env
         now = env.now
+        complete = self._complete
         for k, rate in zip(running, rates, strict=True):
             if rate == k.rate:
                 continue
             k.remaining -= k.rate * (now - k.updated)
             k.updated = now
             k.rate = rate
-            k.event = event = Timeout(env, max(k.remaining, 0.0) / rate, k)
-            event.callbacks.append(self._complete)
+            delay = max(k.remaining, 0.0) / rate
+            if self._wake is not None:
+                self._flush_wake(now + delay)
+            k.event = event = Timeout(env, delay, k)
+            event.callbacks.append(complete)
 
     def _complete(self, event: Timeout) -> None:
         kernel = event._value
@@ -364,6 +425,8 @@ class Engine:
         self.running.remove(kernel)
         self._resolve_rates()
         self._finish(kernel)
+        if self._wake is not None:
+            self._settle()
 
     def _finish(self, kernel: _Kernel) -> None:
         stream = kernel.stream
@@ -378,6 +441,16 @@ class Engine:
         self.kernels.append(_tuple_new(KernelRun, (kernel.index, kernel.name, stream.name, start, now,
                                                    kernel.region, kernel.replay)))
         stream.busy_us += now - start
+
+
+def _settled(item: tuple) -> bool:
+    """Whether doing ``item`` (and the records and waits held before it) now does what doing it later would,
+    nothing on the device happening in between. Records and waits only append (a stream that is not busy
+    has nothing queued or an unfinished wait at its head), so only a launch onto an idle stream is early."""
+    if item[0] != _LAUNCH:
+        return True
+    stream = item[3]
+    return stream.busy or bool(stream.queue)
 
 
 def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], issued: list[Issued]) -> list[HostSpan]:

@@ -418,6 +418,58 @@ def test_engine_matches_reference_on_the_benchmark_program():
     _same(parse_program(fork_join_program(300)), None)
 
 
+@st.composite
+def pipelines(draw) -> dict:
+    """Long programs where the host runs ahead of the device: many launches on few busy streams joined by
+    events, durations and host costs on a coarse grid (so events often fall at the same time), rare syncs."""
+    grid = st.sampled_from([0.0, 0.5, 1.0, 1.5, 2.0, 3.0])
+    streams = ("s0", "s1", "s2")
+    kinds = draw(st.lists(st.sampled_from(["default", "blocking", "nonblocking"]), min_size=3, max_size=3))
+    ops: list[dict] = []
+    for i in range(draw(st.integers(20, 150))):
+        choice = draw(st.sampled_from(["launch"] * 6 + ["record", "record", "wait", "wait", "wait_stream", "sync"]))
+        stream = draw(st.sampled_from(streams))
+        if choice == "launch":
+            body = {"kernel": f"k{i}", "stream": stream, "dur_us": draw(grid), "sm": draw(fractions),
+                    "bw": draw(fractions)}
+        elif choice in ("record", "wait"):
+            body = {"stream": stream, "event": f"e{draw(st.integers(0, 2))}"}
+        elif choice == "wait_stream":
+            body = {"stream": stream, "on": draw(st.sampled_from(streams))}
+        else:
+            body = {}
+        if draw(st.integers(0, 7)) == 0:
+            body["host_us"] = draw(grid)
+        ops.append({choice: body})
+    host = {key: draw(st.sampled_from([0.0, 0.25, 0.5, 1.0])) for key in ("launch_us", "record_us", "wait_us",
+                                                                         "sync_us", "kernel_gap_us")}
+    host["queue_depth"] = draw(st.sampled_from([1, 2, 4, 8, 1024]))
+    return {"streams": {s: {"kind": k} for s, k in zip(streams, kinds, strict=True)}, "host": host, "ops": ops}
+
+
+@settings(max_examples=150, deadline=None)
+@given(pipelines(), sharings)
+def test_engine_matches_reference_when_the_host_runs_ahead(document, sharing):
+    _same(parse_program(document), sharing)
+
+
+def test_host_wake_tied_with_a_device_gap_keeps_the_host_first():
+    """k7 starts at 0.25 (gap) and wakes the host, which issues k11 and asks to wake at 0.5 (wait 0.25);
+    k7 then ends and k11's gap is scheduled for 0.5 too. The host asked first, so at 0.5 it finds k11 not
+    started (queue depth 1) and blocks; k11's start lets it launch k14 on the blocking stream, whose implicit
+    wait on the default stream covers k11 (done at 0.5): one legacy flow. In the other order k11 would be
+    done before k14 is issued and there would be no flow."""
+    document = {"streams": {"s0": {"kind": "default"}, "s1": {"kind": "blocking"}},
+                "host": {"wait_us": 0.25, "kernel_gap_us": 0.25, "queue_depth": 1},
+                "ops": [{"launch": {"kernel": "k7", "stream": "s0", "dur_us": 0.0}},
+                        {"launch": {"kernel": "k11", "stream": "s0", "dur_us": 0.0}},
+                        {"wait": {"stream": "s0", "event": "e0"}},
+                        {"launch": {"kernel": "k14", "stream": "s1", "dur_us": 0.0}}]}
+    program = parse_program(document)
+    _same(program, None)
+    assert simulate(program).flows == [FlowArrow("legacy-default-sync", "s0", 0.5, "s1", 0.5)]
+
+
 # ---- parse fast path ----------------------------------------------------------------------------------
 
 @settings(max_examples=200, deadline=None)
