@@ -57,6 +57,14 @@ class ResidencySharing:
     small_bw: float = 0.2
 
     def rates(self, demands: Sequence[Demand]) -> list[float]:
+        """Rates in start order. A kernel that demands nothing (all zero: e.g. a traced kernel whose duration
+        already holds its contention) runs at its own speed and takes nothing from the others."""
+        using = [i for i, d in enumerate(demands) if any(d)]
+        if len(using) < len(demands):
+            out = [1.0] * len(demands)
+            for i, rate in zip(using, self.rates([demands[i] for i in using]), strict=True):
+                out[i] = rate
+            return out
         if len(demands) < 2:
             return [1.0] * len(demands)
         caps = sm_caps(demands, self.floor)

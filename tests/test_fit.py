@@ -230,6 +230,15 @@ def test_overlap_bandwidth_loss_scales_with_what_the_others_draw() -> None:
     assert gain.rates([(0.3, 0.9, 0.0), (0.3, 0.9, 0.0), (0.3, 0.9, 0.0)]) == pytest.approx([1.1 / 2.7] * 3)
 
 
+def test_zero_demand_kernel_is_neither_slowed_nor_slowing() -> None:
+    """A kernel demanding nothing (a traced kernel whose duration holds its contention) keeps rate 1, and the
+    others are shared as if it were absent."""
+    model = ResidencySharing(floor=0.1, bw_capacity=0.8, small_contention=4.0)
+    rates = model.rates([(0.0, 0.0, 0.0), (1.0, 0.9, 0.0), (0.01, 0.05, 0.0)])
+    assert rates == pytest.approx([1.0, *model.rates([(1.0, 0.9, 0.0), (0.01, 0.05, 0.0)])])
+    assert rates[0] == 1.0 and rates[2] < 1.0
+
+
 def test_small_contention_by_hand() -> None:
     """Latency-bound kernels (own bw < small_bw) get small_contention, the others contention."""
     model = ResidencySharing(floor=0.1, contention=0.5, small_contention=3.0, small_bw=0.2)
