@@ -1,13 +1,15 @@
 """Accuracy of the trace-driven what-if against kernels_real's measurements (issue 5's targets).
 
-    python benchmarks/whatif_accuracy.py [DIR] [--profile P] [--eager-durations traced|graph] [--json]
+    python benchmarks/whatif_accuracy.py [DIR] [--run SUBDIR] [--profile P] [--eager-durations traced|graph] [--json]
 
 DIR (default: the last ``calibration/measurements/**/`` folder holding ``kernels_real/``) holds
 ``kernels_real/cases.json`` (graph medians), ``kernels_real/traces/`` and, when present, eager re-runs
 ``kernels_real_eager2/`` (all eager cases of a preset interleaved, eager traces of N back-to-back layer calls)
 or ``kernels_real_eager/`` (strategies interleaved per token count): the first present re-run's
 ``cases.json`` supersedes the eager records of ``kernels_real``, and its ``traces/`` (if it has the
-sequential eager trace) supersede ``kernels_real``'s eager traces in eager mode. From each
+sequential eager trace) supersede ``kernels_real``'s eager traces in eager mode. ``--run SUBDIR`` instead takes
+everything (graph and eager medians and traces, sanity traces) from one bench run ``DIR/SUBDIR`` that timed
+and traced both modes in the same call (e.g. ``kernels_real3``). From each
 ``{preset}_t{tokens}_sequential_eager`` trace the what-if moves ``moe.shared_experts`` to an aux stream and
 predicts the multi_stream time of the same preset and token count:
 
@@ -65,9 +67,18 @@ def _medians(path: Path, mode: str) -> dict[tuple[str, int, str], float]:
     return {(c["preset"], c["tokens"], c["strategy"]): c["median_us"] for c in cases if c["mode"] == mode}
 
 
-def evaluate(folder: Path, profile: str | None, eager_durations: str) -> tuple[list[dict], dict[str, str]]:
+def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:
+    """The bench runs giving graph and eager medians and traces: ``run`` for both, else ``kernels_real`` and
+    the first eager re-run present."""
+    if run is not None:
+        return folder / run, folder / run
     real = folder / "kernels_real"
-    rerun = next((folder / d for d in EAGER_RERUNS if (folder / d / "cases.json").is_file()), real)
+    return real, next((folder / d for d in EAGER_RERUNS if (folder / d / "cases.json").is_file()), real)
+
+
+def evaluate(folder: Path, run: str | None, profile: str | None,
+             eager_durations: str) -> tuple[list[dict], dict[str, str]]:
+    real, rerun = sources_of(folder, run)
     eager_cases = rerun / "cases.json"
     medians = {"graph": _medians(real / "cases.json", "graph"), "eager": _medians(eager_cases, "eager")}
     sources = {"graph": str((real / "cases.json").relative_to(folder)), "eager": str(eager_cases.relative_to(folder))}
@@ -120,11 +131,12 @@ def host_scale_for(trace: Path, seq_us: float, profile: str | None, overlay: Pat
     return hi
 
 
-def sanity(folder: Path, profile: str | None) -> list[dict]:
-    """Every trace (of ``kernels_real`` and the eager re-runs) replayed as traced vs its own span of GPU work
-    (whole traces: both spans cover all the layer calls the trace holds)."""
+def sanity(folder: Path, run: str | None, profile: str | None) -> list[dict]:
+    """Every trace (of ``run``, else of ``kernels_real`` and the eager re-runs) replayed as traced vs its own
+    span of GPU work (whole traces: both spans cover all the layer calls the trace holds)."""
     out = []
-    traces = sorted(p for d in ("kernels_real", *EAGER_RERUNS) for p in (folder / d / "traces").glob("*.json*"))
+    runs = (run,) if run is not None else ("kernels_real", *EAGER_RERUNS)
+    traces = sorted(p for d in runs for p in (folder / d / "traces").glob("*.json*"))
     for trace in tqdm(traces, desc="sanity", file=sys.stderr, leave=False):
         r = run_whatif(trace, None, profile=profile, progress=False)
         out.append({"trace": str(trace.relative_to(folder)), "measured_us": r.host.measured_us,
@@ -195,6 +207,7 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, help="measurement folder holding kernels_real/")
+    parser.add_argument("--run", help="one bench run (subfolder of DIR) giving all medians and traces")
     parser.add_argument("--profile", help="profile (default: matched to the traced GPU, calibrated first)")
     parser.add_argument("--eager-durations", choices=("traced", "graph"), default="traced",
                         help="eager kernel durations: as in the eager trace, or from the graph trace")
@@ -204,9 +217,11 @@ def main() -> int:
     folder = (args.folder or _latest()).resolve()
     if folder.name == "kernels_real":
         folder = folder.parent
-    rows, sources = evaluate(folder, args.profile, args.eager_durations)
+    if args.run is not None and not (folder / args.run / "cases.json").is_file():
+        parser.error(f"{folder / args.run} has no cases.json")
+    rows, sources = evaluate(folder, args.run, args.profile, args.eager_durations)
     sums = [summary(rows, mode, col) for mode in ("graph", "eager") for col in PREDICTORS]
-    checks = [] if args.no_sanity else sanity(folder, args.profile)
+    checks = [] if args.no_sanity else sanity(folder, args.run, args.profile)
     if args.json:
         print(json.dumps({"folder": str(folder), "sources": sources, "rows": rows, "summary": sums,
                           "sanity": checks}, indent=2))

@@ -89,6 +89,11 @@ def _host(mb: dict[str, Any], base: Profile, where: str) -> dict[str, Any]:
             fallback = getattr(base.host, key)
             out[key] = _fig(fallback.value, f"NOT measured (microbench gave none); from {base.name}: "
                                             f"{fallback.source}")
+    ctx = host.get("stream_ctx_us")
+    if isinstance(ctx, int | float) and ctx > 0:  # torch code switches streams with the context manager
+        what = how.get("stream_ctx_us", "the stream context's enter + exit")
+        out["set_stream_us"] = _fig(ctx / 2, f"measured ({where}): half of {what} (one switch in, one out: the "
+                                             "way torch code switches streams)")
     by_op = host.get("launch_by_op_us") or {}
     out["launch_by_family_us"] = {
         fam: _fig(by_op[op], f"measured ({where}): {how.get('launch_by_op_us', 'microbench host costs')} — {op} "

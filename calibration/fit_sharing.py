@@ -33,7 +33,7 @@ GRIDS: dict[str, dict[str, tuple[float, ...]]] = {
               "overlap_penalty": (0.0, 0.05, 0.1, 0.2, 0.3)},
     "slowdown": {"sm": (0.0, 0.1, 0.25, 0.5, 1.0), "bw": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
                  "tc": (0.0, 0.25, 0.5, 1.0)},
-    "residency": {"floor": (0.005, 0.02, 0.05), "bw_capacity": (0.8, 0.9, 1.0, 1.1),
+    "residency": {"floor": (0.005, 0.02, 0.05), "bw_capacity": (0.6, 0.7, 0.8, 0.9, 1.0, 1.1),
                   "tc_capacity": (1.2,), "contention": (0.0, 0.5, 1.0), "small_contention": (0.0, 1.0, 2.0, 4.0)},
 }
 

@@ -6,8 +6,12 @@
 ``ResidencySharing``: SMs go by residency, bandwidth by fluid sharing. The engine passes the running kernels in
 start order; an earlier kernel keeps the SMs its resident blocks hold, a later one gets the SMs left over
 (its rate is capped at free / needed, but never below ``floor``: blocks of a later kernel still slip in as
-the earlier kernel's blocks retire or leave room). Under those caps, HBM bandwidth (capacity ``bw_capacity``
-while kernels overlap) and the tensor rate are shared max-min fairly. ``contention`` slows every kernel by
+the earlier kernel's blocks retire or leave room). Under those caps, HBM bandwidth and the tensor rate are
+shared max-min fairly. While kernels overlap, HBM offers ``bw_capacity`` in full only when the kernels other
+than the most bandwidth-hungry one draw a whole HBM's worth between them; in general it offers
+``1 + (bw_capacity - 1) × min(1, Σ bw - max bw)``: a latency-bound kernel drawing 2 % of the bandwidth
+beside a streaming GEMM costs that GEMM (almost) nothing, two streaming kernels cost the full loss (or gain).
+``contention`` slows every kernel by
 1 / (1 + contention × min(1, the others' bandwidth demand)) on top: memory latency grows under a loaded HBM,
 which hurts small latency-bound kernels that a pure bandwidth share would leave untouched.
 ``small_contention`` (when given) replaces ``contention`` for latency-bound kernels (own bandwidth demand below
@@ -53,6 +57,14 @@ class ResidencySharing:
     small_bw: float = 0.2
 
     def rates(self, demands: Sequence[Demand]) -> list[float]:
+        """Rates in start order. A kernel that demands nothing (all zero: e.g. a traced kernel whose duration
+        already holds its contention) runs at its own speed and takes nothing from the others."""
+        using = [i for i, d in enumerate(demands) if any(d)]
+        if len(using) < len(demands):
+            out = [1.0] * len(demands)
+            for i, rate in zip(using, self.rates([demands[i] for i in using]), strict=True):
+                out[i] = rate
+            return out
         if len(demands) < 2:
             return [1.0] * len(demands)
         caps = sm_caps(demands, self.floor)
@@ -60,7 +72,12 @@ class ResidencySharing:
             total = sum(d[1] for d in demands)
             caps = [c / (1.0 + self._contention(d) * min(1.0, total - d[1]))
                     for c, d in zip(caps, demands, strict=True)]
-        return capped_fill(demands, caps, (self.bw_capacity, self.tc_capacity))
+        return capped_fill(demands, caps, (self._bw_offered(demands), self.tc_capacity))
+
+    def _bw_offered(self, demands: Sequence[Demand]) -> float:
+        """HBM capacity while these kernels overlap: the loss (or gain) grows with what the others draw."""
+        bws = [d[1] for d in demands]
+        return 1.0 + (self.bw_capacity - 1.0) * min(1.0, sum(bws) - max(bws))
 
     def _contention(self, demand: Demand) -> float:
         small = self.small_contention is not None and demand[1] < self.small_bw

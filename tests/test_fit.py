@@ -216,6 +216,29 @@ def test_residency_sharing_by_hand() -> None:
     assert slow.rates([(0.01, 0.0, 0.0), (0.01, 0.5, 0.0)]) == pytest.approx([1 / 1.5, 1.0])
 
 
+def test_overlap_bandwidth_loss_scales_with_what_the_others_draw() -> None:
+    """HBM offers 1 + (bw_capacity - 1) × min(1, Σ bw - max bw) while kernels overlap."""
+    model = ResidencySharing(floor=0.1, bw_capacity=0.8)
+    # two streaming kernels (the other draws 0.8): capacity 1 - 0.2 × 0.8 = 0.84 for 1.6 of demand, shared
+    # max-min fairly: each 0.84 / 1.6
+    assert model.rates([(0.3, 0.8, 0.0), (0.3, 0.8, 0.0)]) == pytest.approx([0.525, 0.525])
+    # a GEMM drawing 0.95 beside a latency-bound kernel drawing 0.02 (SMs to spare): capacity 1 - 0.2 × 0.02 =
+    # 0.996 ≥ 0.97, nobody is slowed; with the loss in full (0.8) the GEMM would run at (0.8 - 0.02) / 0.95
+    assert model.rates([(0.5, 0.95, 0.0), (0.01, 0.02, 0.0)]) == pytest.approx([1.0, 1.0])
+    # a gain (bw_capacity > 1) scales the same way: the others draw 1.8 (counted as 1), capacity 1.1 for 2.7
+    gain = ResidencySharing(floor=0.1, bw_capacity=1.1)
+    assert gain.rates([(0.3, 0.9, 0.0), (0.3, 0.9, 0.0), (0.3, 0.9, 0.0)]) == pytest.approx([1.1 / 2.7] * 3)
+
+
+def test_zero_demand_kernel_is_neither_slowed_nor_slowing() -> None:
+    """A kernel demanding nothing (a traced kernel whose duration holds its contention) keeps rate 1, and the
+    others are shared as if it were absent."""
+    model = ResidencySharing(floor=0.1, bw_capacity=0.8, small_contention=4.0)
+    rates = model.rates([(0.0, 0.0, 0.0), (1.0, 0.9, 0.0), (0.01, 0.05, 0.0)])
+    assert rates == pytest.approx([1.0, *model.rates([(1.0, 0.9, 0.0), (0.01, 0.05, 0.0)])])
+    assert rates[0] == 1.0 and rates[2] < 1.0
+
+
 def test_small_contention_by_hand() -> None:
     """Latency-bound kernels (own bw < small_bw) get small_contention, the others contention."""
     model = ResidencySharing(floor=0.1, contention=0.5, small_contention=3.0, small_bw=0.2)

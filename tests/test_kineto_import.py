@@ -95,6 +95,23 @@ def test_cross_stream_wait_from_cuda_sync(tmp_path: Path) -> None:
     assert out["measured_us"] == pytest.approx(61.0)
 
 
+@pytest.mark.parametrize("event_id", [None, 5])
+def test_kernel_late_for_its_dependency_does_not_delay_the_host(tmp_path: Path, event_id: int | None) -> None:
+    """The consumer starts late because of the producer on the other stream, not because the host was slow:
+    the host must go on launching. Also when the cuda_sync record names only the CUDA event (``event_id``):
+    the wait is paired with the latest record call, recorded on the stream of the launch before it."""
+    s = Synth()
+    s.launch("producer", 50.0, stream=7)  # call 1000..1005, runs 1003..1053
+    rec = s.record(7)  # call 1005..1007
+    s.wait(20, 7, rec, event_id=event_id)  # call 1007..1009
+    s.launch("consumer", 10.0, stream=20)  # call 1009..1014, runs 1054..1064 (after the producer)
+    s.launch("other", 100.0, stream=21)  # call 1014..1019, idle stream: runs 1017..1117
+    assert [k["ts"] for k in s.kernels] == pytest.approx([1003.0, 1054.0, 1017.0])
+    out = _replay(_write(tmp_path, s))
+    assert out["measured_us"] == pytest.approx(114.0)
+    assert out["baseline_us"] == pytest.approx(114.0)
+
+
 def test_clock_offset_is_detected_and_span_kept(tmp_path: Path) -> None:
     s = Synth()
     moe_layer(s)

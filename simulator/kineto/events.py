@@ -66,7 +66,8 @@ class CpuOp(NamedTuple):
 
 
 class SyncOp(NamedTuple):
-    """A ``cuda_sync`` record: a stream waiting on an event (or a stream/context/event synchronize)."""
+    """A ``cuda_sync`` record: a stream waiting on an event (or a stream/context/event synchronize). Some Kineto
+    builds name only the CUDA event (``event_id``), not the record call or its stream (``None`` then)."""
 
     kind: str
     device: int
@@ -74,6 +75,7 @@ class SyncOp(NamedTuple):
     corr: int | None
     wait_on_stream: int | None
     record_corr: int | None
+    event_id: int | None = None
 
 
 class Flow(NamedTuple):

@@ -188,14 +188,24 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
                 gap: float, warnings: list[str]) -> list[Item]:
     """Host items in call order. A launch is submitted ``offset`` into its call, except where the trace shows
     when: a kernel that found its stream idle started ``gap`` after its submission (so a slow launch call,
-    e.g. a library's first call, is replayed as slow); the GPU ops of one call (a graph launch) are each
+    e.g. a library's first call, is replayed as slow). A kernel held by an event wait whose recorded work
+    ended after the call counts as idle only if it started later than that work's end plus a launch latency
+    (else the other stream, not the host, made it late). The GPU ops of one call (a graph launch) are each
     submitted at that point, and the items are then ordered by submission (a synchronize by its resume)."""
-    syncs = {s.corr: s for s in trace.syncs if s.corr is not None and s.wait_on_stream is not None}
-    record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values() if s.record_corr is not None}
+    syncs = {s.corr: s for s in trace.syncs
+             if s.corr is not None and (s.wait_on_stream is not None or s.event_id is not None)}
+    record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values()
+                     if s.record_corr is not None and s.wait_on_stream is not None}
+    by_event_id = any(s.record_corr is None and s.wait_on_stream is None for s in syncs.values())
+    records: list[list[object]] = []  # [corr, event id or None] of every record call (event-id-only traces)
+    current: int | str | None = None  # stream of the last launch: where an un-named record goes
     items: list[Item] = []
     unknown_waits = 0
+    paired_by_order = 0
     done = float("-inf")  # when the GPU work launched so far ended
     stream_end: dict[int, float] = {}
+    event_end: dict[str, float] = {}  # when the work an event recorded ended (trace clock)
+    held: dict[int | str, float] = {}  # per stream: when the work its queued waits wait for ends
     regraph = False
     for call in calls:
         gpu = by_corr.get(call.corr) if call.corr is not None else None
@@ -206,24 +216,47 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
             regraph |= len(ops) > 1
             for k, op in enumerate(ops):
                 idle = stream_end.get(op.stream, float("-inf")) < call.ts
+                dependency = held.pop(op.stream, float("-inf"))
+                if idle and dependency >= call.ts:
+                    idle = op.ts - gap > dependency + offset + gap
                 start = max(call.ts, op.ts - gap) if idle or len(ops) > 1 else t
                 items.append(Item("launch", op.stream, t=start if k == 0 or len(ops) > 1 else None, gpu=op))
                 stream_end[op.stream] = max(stream_end.get(op.stream, op.ts), op.ts + op.dur)
-        elif call.name in _RECORD_CALLS and call.corr in record_stream:
-            items.append(Item("record", record_stream[call.corr], t=t, event=f"ev{call.corr}"))
+                current = op.stream
+        elif call.name in _RECORD_CALLS and (call.corr in record_stream or (by_event_id and current is not None)):
+            stream = record_stream.get(call.corr, current)
+            items.append(Item("record", stream, t=t, event=f"ev{call.corr}"))
+            event_end[f"ev{call.corr}"] = stream_end.get(stream, float("-inf"))
+            records.append([call.corr, None])
         elif call.name in _WAIT_CALLS:
             sync = syncs.get(call.corr)
             if sync is None:
                 unknown_waits += 1
                 continue
-            if sync.record_corr is None:  # older Kineto: no record id; wait for what the source holds now
+            if sync.record_corr is None and sync.wait_on_stream is None:
+                # only the CUDA event is named: the latest record call not already tied to another event
+                record = next((r for r in reversed(records) if r[1] in (None, sync.event_id)), None)
+                if record is None:
+                    unknown_waits += 1
+                    continue
+                record[1] = sync.event_id
+                paired_by_order += 1
+                items.append(Item("wait", sync.stream, t=t, event=f"ev{record[0]}"))
+                ends = event_end.get(f"ev{record[0]}", float("-inf"))
+            elif sync.record_corr is None:  # older Kineto: no record id; wait for what the source holds now
                 items.append(Item("record", sync.wait_on_stream, t=t, event=f"w{call.corr}"))
                 items.append(Item("wait", sync.stream, event=f"w{call.corr}"))
+                ends = stream_end.get(sync.wait_on_stream, float("-inf"))
             else:
                 items.append(Item("wait", sync.stream, t=t, event=f"ev{sync.record_corr}"))
+                ends = event_end.get(f"ev{sync.record_corr}", float("-inf"))
+            held[sync.stream] = max(held.get(sync.stream, float("-inf")), ends)
         elif call.name in _SYNC_CALLS:
             # the engine recomputes the wait; the host resumes from when the traced GPU went idle
             items.append(Item("sync", t=t, resume=max(t, min(call.ts + call.dur, done))))
+    if paired_by_order:
+        warnings.append(f"{paired_by_order} stream waits name only their CUDA event: each was paired with the "
+                        "latest event record before it (recorded on the stream of the launch before that record)")
     if unknown_waits:
         warnings.append(f"{unknown_waits} cudaStreamWaitEvent calls without cuda_sync records: their "
                         "cross-stream dependencies are unknown and not replayed")

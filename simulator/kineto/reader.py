@@ -173,8 +173,9 @@ class _Sink:
                 device=_int(args.get("device", ev.get("pid")), 0),
                 stream=_int(args.get("stream", ev.get("tid")), -1),
                 corr=_int(args.get("correlation"), None),
-                wait_on_stream=_int(args.get("wait_on_stream"), None),
-                record_corr=_int(args.get("wait_on_cuda_event_record_corr_id"), None),
+                wait_on_stream=_known(args.get("wait_on_stream")),
+                record_corr=_known(args.get("wait_on_cuda_event_record_corr_id")),
+                event_id=_known(args.get("wait_on_cuda_event_id")),
             ))
         else:
             self._skip(cat or "<no cat>")
@@ -246,6 +247,12 @@ def _int(value: Any, default: int | None) -> int | None:
         except ValueError:
             return default
     return default
+
+
+def _known(value: Any) -> int | None:
+    """An id field of a ``cuda_sync`` record; Kineto writes -1 where it does not know the value."""
+    number = _int(value, None)
+    return None if number is None or number < 0 else number
 
 
 def _tid(value: Any) -> int:

@@ -72,12 +72,15 @@ class Synth:
         self._record_done[self.corr] = self.stream_end.get(stream, 0.0)
         return self.corr
 
-    def wait(self, stream: int, on_stream: int, record: int) -> None:
+    def wait(self, stream: int, on_stream: int, record: int, event_id: int | None = None) -> None:
+        """cudaStreamWaitEvent; with ``event_id`` its cuda_sync record names only the CUDA event (record
+        call and stream -1), as some Kineto builds write it."""
         self._call("cudaStreamWaitEvent", 2.0)
+        named = {"wait_on_stream": on_stream, "wait_on_cuda_event_record_corr_id": record} if event_id is None \
+            else {"wait_on_stream": -1, "wait_on_cuda_event_record_corr_id": -1, "wait_on_cuda_event_id": event_id}
         self.events.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": DEV,
                             "tid": stream, "ts": self.now, "dur": 0,
-                            "args": {"cuda_sync_kind": "Stream Wait Event", "wait_on_stream": on_stream,
-                                     "wait_on_cuda_event_record_corr_id": record, "stream": stream,
+                            "args": {"cuda_sync_kind": "Stream Wait Event", **named, "stream": stream,
                                      "correlation": self.corr, "device": DEV, "context": 1}})
         self.stream_after[stream] = self._record_done[record] + GAP
 
