@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import gc
 from collections import deque
+from collections.abc import Callable
+from functools import partial
 from heapq import heappush
 from operator import itemgetter
+from typing import TypeVar
 
 import simpy
 from simpy.events import NORMAL, Event, Timeout
@@ -38,6 +41,7 @@ from simulator.sharing import FluidSharing, SharingModel, water_fill
 
 _EPS = 1e-9
 _tuple_new = tuple.__new__
+_T = TypeVar("_T")
 
 # What the host does with each issued op (the first field of a plan entry).
 _LAUNCH, _SYNC, _RECORD, _WAIT, _WAIT_STREAM, _HOLD = range(6)
@@ -117,22 +121,15 @@ class Engine:
         self._blocked: str | None = None
         self._depth = program.host.queue_depth
         self._wake: tuple[float, float] | None = None  # (time, delay) of a host wake-up not yet scheduled
-        self._demand_ids: dict[tuple[float, float, float], int] = {}
         self._pairs: dict[tuple[int, int], tuple[float, ...]] = {}
 
     def run(self) -> SimResult:
-        collecting = gc.isenabled()
-        gc.disable()  # the run allocates many small objects and frees them in bulk: collections only cost time
-        try:
-            return self._run()
-        finally:
-            if collecting:
-                gc.enable()
+        return _without_gc(self._run)
 
     def _run(self) -> SimResult:
         expansion = expand(self.program)
         self._issued = expansion.issued
-        self._plan = [self._translate(position, item) for position, item in enumerate(self._issued)]
+        self._plan = self._translate(self._issued)
         self._host_run(0.0, False)
         self.env.run()
         stuck = [s.name for s in self.streams.values() if s.queue]
@@ -144,34 +141,46 @@ class Engine:
             host_end_us=self.host_end,
             kernels=self.kernels,
             streams={name: s.busy_us for name, s in self.streams.items()},
-            host_spans=_host_spans(self._host_log, self._issued),
+            host_spans=partial(_without_gc, _host_spans, self._host_log, self._issued),
             flows=self.flows,
             warnings=expansion.warnings,
         )
 
-    def _translate(self, position: int, item: Issued) -> tuple:
-        """One issued op as a flat plan entry ``(what, host_us, position in issued, ...)``."""
-        op = item.op
-        kind = op.op
+    def _translate(self, issued: list[Issued]) -> list[tuple]:
+        """The issued ops as flat plan entries ``(what, host_us, position in issued, ...)``; equal demands
+        share one id (and their solo rate is solved once)."""
         streams = self.streams
-        if kind == "launch":
-            host = self.program.host
-            demand = (op.sm, op.bw, op.tc)
-            demand_id = self._demand_ids.setdefault(demand, len(self._demand_ids))
-            fluid = self._fluid
-            solo = fluid.rates([demand])[0] if fluid is not None else 0.0
-            return (_LAUNCH, item.host_us, position, streams[op.stream],
-                    host.node_gap_us if item.replay is not None else host.kernel_gap_us, item.index, item.replay,
-                    op.kernel, op.region, op.dur_us, demand, demand_id, solo)
-        if kind == "sync":
-            return (_SYNC, item.host_us, position)
-        if kind == "record":
-            return (_RECORD, item.host_us, position, streams[op.stream], op.event)
-        if kind == "wait":
-            return (_WAIT, item.host_us, position, streams[op.stream], op.event)
-        if kind == "wait_stream":
-            return (_WAIT_STREAM, item.host_us, position, streams[op.stream], streams[op.on], f"wait_stream:{op.on}")
-        return (_HOLD, item.host_us, position)
+        host = self.program.host
+        gaps = (host.kernel_gap_us, host.node_gap_us)
+        fluid = self._fluid
+        demands: dict[tuple[float, float, float], int] = {}
+        solos: list[float] = []
+        plan = []
+        append = plan.append
+        for position, (op, index, host_us, replay) in enumerate(issued):
+            fields = op.__dict__
+            kind = fields["op"]
+            if kind == "launch":
+                demand = (fields["sm"], fields["bw"], fields["tc"])
+                demand_id = demands.get(demand)
+                if demand_id is None:
+                    demand_id = demands[demand] = len(solos)
+                    solos.append(fluid.rates([demand])[0] if fluid is not None else 0.0)
+                append((_LAUNCH, host_us, position, streams[fields["stream"]], gaps[replay is not None], index,
+                        replay, fields["kernel"], fields["region"], fields["dur_us"], demand, demand_id,
+                        solos[demand_id]))
+            elif kind == "record":
+                append((_RECORD, host_us, position, streams[fields["stream"]], fields["event"]))
+            elif kind == "wait":
+                append((_WAIT, host_us, position, streams[fields["stream"]], fields["event"]))
+            elif kind == "sync":
+                append((_SYNC, host_us, position))
+            elif kind == "wait_stream":
+                on = fields["on"]
+                append((_WAIT_STREAM, host_us, position, streams[fields["stream"]], streams[on], f"wait_stream:{on}"))
+            else:
+                append((_HOLD, host_us, position))
+        return plan
 
     # -- host ---------------------------------------------------------------------------------------
     def _host_run(self, t: float, nested: bool) -> None:
@@ -260,7 +269,10 @@ class Engine:
         t, delay = self._wake
         self._wake = None
         if t < self.env.peek():
-            self._host_run(t, False)
+            if self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
+                self._blocked = "queue"  # what the host finds at t (the launch is paid for)
+            else:
+                self._host_run(t, False)
         else:
             Timeout(self.env, delay).callbacks.append(self._host_wake)
 
@@ -373,38 +385,35 @@ class Engine:
         self.running.append(kernel)
         self._resolve_rates()
 
-    def _rates(self, running: list[_Kernel]) -> list[float] | tuple[float, ...]:
-        """The sharing model's rates; the default model's one- and two-kernel cases inline (same arithmetic,
-        pairs remembered by their demands)."""
-        if self._fluid is None:
-            return self.sharing.rates([k.demand for k in running])
-        n = len(running)
-        if n == 1:
-            return (running[0].solo,)
-        if n == 2:
-            a, b = running
-            key = (a.demand_id, b.demand_id)
-            rates = self._pairs.get(key)
-            if rates is None:
-                rates = self._pairs[key] = self._pair_rates(a.demand, b.demand)
-            return rates
-        return self._fluid.rates([k.demand for k in running])
-
-    def _pair_rates(self, a: tuple, b: tuple) -> tuple[float, ...]:
-        sm, bw, tc = self._capacity
-        if a[0] + b[0] <= sm and a[1] + b[1] <= bw and a[2] + b[2] <= tc:
-            return (1.0, 1.0)
-        return tuple(water_fill([a, b], [sm, bw, tc]))
+    def _pair_rates(self, a: _Kernel, b: _Kernel) -> tuple[float, ...]:
+        """The default model's rates for two kernels (``FluidSharing.rates``' arithmetic), remembered per
+        pair of demands."""
+        key = (a.demand_id, b.demand_id)
+        rates = self._pairs.get(key)
+        if rates is None:
+            sm, bw, tc = self._capacity
+            da, db = a.demand, b.demand
+            if da[0] + db[0] <= sm and da[1] + db[1] <= bw and da[2] + db[2] <= tc:
+                rates = (1.0, 1.0)
+            else:
+                rates = tuple(water_fill([da, db], [sm, bw, tc]))
+            self._pairs[key] = rates
+        return rates
 
     def _resolve_rates(self) -> None:
         """Re-solve rates; reschedule the completion of every kernel whose rate changed."""
         running = self.running
-        if not running:
-            return
-        rates = self._rates(running)
+        n = len(running)
+        if self._fluid is None:
+            rates = self.sharing.rates([k.demand for k in running])
+        elif n == 1:
+            rates = (running[0].solo,)
+        elif n == 2:
+            rates = self._pair_rates(running[0], running[1])
+        else:
+            rates = self._fluid.rates([k.demand for k in running])
         env = self.env
         now = env.now
-        complete = self._complete
         for k, rate in zip(running, rates, strict=True):
             if rate == k.rate:
                 continue
@@ -415,22 +424,24 @@ class Engine:
             if self._wake is not None:
                 self._flush_wake(now + delay)
             k.event = event = Timeout(env, delay, k)
-            event.callbacks.append(complete)
+            event.callbacks.append(self._complete)
 
     def _complete(self, event: Timeout) -> None:
         kernel = event._value
         if event is not kernel.event:
             return  # superseded: the kernel's rate changed after this completion was scheduled
         kernel.event = None
-        self.running.remove(kernel)
-        self._resolve_rates()
+        running = self.running
+        running.remove(kernel)
+        if running:
+            self._resolve_rates()
         self._finish(kernel)
         if self._wake is not None:
             self._settle()
 
     def _finish(self, kernel: _Kernel) -> None:
-        stream = kernel.stream
         self._record_run(kernel, kernel.start)
+        stream = kernel.stream
         stream.busy = False
         self._item_done(stream)
         self._advance(stream)
@@ -453,26 +464,38 @@ def _settled(item: tuple) -> bool:
     return stream.busy or bool(stream.queue)
 
 
+def _without_gc(function: Callable[..., _T], *args: object) -> _T:
+    """Call ``function`` with the garbage collector paused: the engine allocates many small objects and
+    frees them in bulk (it creates no reference cycles), so collections would only cost time."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return function(*args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], issued: list[Issued]) -> list[HostSpan]:
     """Lay each logged batch of host calls end to end from the time it was issued."""
-    spans = []
+    spans: list[HostSpan] = []
+    append = spans.append
+    labels: dict[tuple[str, str | None], str] = {}
     for start, held, item in log:
         t = start
         for entry in [*held, item] if item is not None else held:
             cost = entry[1]
             if cost > 0:
-                spans.append(_tuple_new(HostSpan, (_host_label(issued[entry[2]]), t, t + cost)))
-                t += cost
+                fields = issued[entry[2]].op.__dict__
+                kind = fields["op"]
+                key = (kind, fields.get("kernel") or fields.get("graph"))
+                label = labels.get(key)
+                if label is None:
+                    label = labels[key] = f"{kind} {key[1]}" if kind == "launch" or kind == "replay" else kind
+                end = t + cost
+                append(_tuple_new(HostSpan, (label, t, end)))
+                t = end
     return spans
-
-
-def _host_label(item: Issued) -> str:
-    op = item.op
-    if op.op == "launch":
-        return f"launch {op.kernel}"
-    if op.op == "replay":
-        return f"replay {op.graph}"
-    return op.op
 
 
 def simulate(program: Program, sharing: SharingModel | None = None) -> SimResult:

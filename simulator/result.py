@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 
@@ -42,15 +42,28 @@ class FlowArrow(NamedTuple):
     dst_us: float
 
 
-@dataclass(slots=True)
 class SimResult:
-    makespan_us: float
-    host_end_us: float
-    kernels: list[KernelRun]
-    streams: dict[str, float]
-    host_spans: list[HostSpan] = field(default_factory=list)
-    flows: list[FlowArrow] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    """What :func:`simulator.engine.simulate` returns. ``host_spans`` may be given as a function that builds
+    them: it is called on first access (one span per costed host call, which most callers never read)."""
+
+    __slots__ = ("_host_spans", "flows", "host_end_us", "kernels", "makespan_us", "streams", "warnings")
+
+    def __init__(self, makespan_us: float, host_end_us: float, kernels: list[KernelRun], streams: dict[str, float],
+                 host_spans: list[HostSpan] | Callable[[], list[HostSpan]] | None = None,
+                 flows: list[FlowArrow] | None = None, warnings: list[str] | None = None) -> None:
+        self.makespan_us = makespan_us
+        self.host_end_us = host_end_us
+        self.kernels = kernels
+        self.streams = streams
+        self._host_spans = [] if host_spans is None else host_spans
+        self.flows = [] if flows is None else flows
+        self.warnings = [] if warnings is None else warnings
+
+    @property
+    def host_spans(self) -> list[HostSpan]:
+        if callable(self._host_spans):
+            self._host_spans = self._host_spans()
+        return self._host_spans
 
     def to_json_dict(self) -> dict[str, Any]:
         """The ``moesim sim --json`` shape."""
