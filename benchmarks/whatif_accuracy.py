@@ -63,8 +63,11 @@ def _latest() -> Path:
 
 
 def _medians(path: Path, mode: str) -> dict[tuple[str, int, str], float]:
+    """Measured per-call medians; for eager records that have it, the steady median (calls behind the
+    previous one in a burst: what back-to-back calls, as in a 3-call trace, take)."""
     cases = json.loads(path.read_text())
-    return {(c["preset"], c["tokens"], c["strategy"]): c["median_us"] for c in cases if c["mode"] == mode}
+    return {(c["preset"], c["tokens"], c["strategy"]): c.get("steady_median_us", c["median_us"])
+            if mode == "eager" else c["median_us"] for c in cases if c["mode"] == mode}
 
 
 def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
-# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, sweep3), or all (= tests+micro+sweep).
+# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -42,13 +42,14 @@ if has probe; then
   # where the eager multi-stream layer's extra time goes (layer variants; host cost per op on one vs two streams)
   taskset -c 2 python3 -m kernels_real.eager_probe --out "$out/eager_probe" 2>&1 | tee "$out/eager-probe.log" | tail -60
 fi
-if has sweep3; then
-  # the three traced presets at the traced token counts, timed (graph; eager interleaved, pinned) and traced in the
-  # same call: traces with cuda_sync records, eager traces of 3 layer calls, graph traces of 5 replays
-  taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real3" --interleave-eager \
+if has traced; then
+  # the three traced presets at the traced token counts, timed (graph; eager interleaved, pinned, one burst length
+  # per token count) and traced in the same call: traces with cuda_sync records, eager traces of 3 layer calls,
+  # graph traces of 5 replays (call 6 ran this as part "sweep3", before bursts were equalised)
+  taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real_traced" --interleave-eager \
     --presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --tokens 1 16 128 1024 --graph-trace-replays 5 \
     --trace-presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --trace-tokens 1 16 128 1024 \
-    2>&1 | tee "$out/sweep3.log" | tail -60
+    2>&1 | tee "$out/traced.log" | tail -60
 fi
-tar czf "$out/results-${parts//+/-}.tgz" -C "$out" --exclude='*.tgz' .
+tar czf "/tmp/results-${parts//+/-}.tgz" -C "$out" . && mv "/tmp/results-${parts//+/-}.tgz" "$out/"
 ls -la "$out"

@@ -110,28 +110,35 @@ class Timer:
         n = max(self.min_n, min(self.max_n, int(self.target_s / per_step_s)))
         return self._run(step, n, layers_per_step)
 
-    def measure_interleaved(self, steps: dict[K, Callable[[int], None]], rounds: int,
-                            seed: int = ORDER_SEED) -> dict[K, list[float]]:
+    def measure_interleaved(self, steps: dict[K, Callable[[int], None]], rounds: int, seed: int = ORDER_SEED,
+                            group: Callable[[K], object] | None = None) -> dict[K, list[list[float]]]:
         """Eager timing of many cases interleaved: ``rounds`` rounds, each running every case's short burst of
         back-to-back calls in one fixed order (shuffled once with ``seed``), so that slow drifts of the host
-        (clock, scheduling) hit every case alike; GC off while timing; µs per call, pooled over all rounds.
-        A burst has ``target_s / rounds`` of calls (at least ``MIN_BURST``)."""
+        (clock, scheduling) hit every case alike; GC off while timing. Returns each case's bursts (µs per
+        call, the burst's first call first: it starts on an idle device and carries the host's head start).
+        A burst has ``target_s / rounds`` of calls (at least ``MIN_BURST``); cases with the same ``group``
+        get the same burst length (the longest of them), so their shares of first calls match."""
         for step in steps.values():
             for i in range(3):
                 step(i)
         per_call_s = {key: max(statistics.median(self._run(step, 3, 1)) * 1e-6, 1e-6) for key, step in steps.items()}
         calls = {key: max(MIN_BURST, int(self.target_s / rounds / s)) for key, s in per_call_s.items()}
+        if group is not None:
+            longest: dict[object, int] = {}
+            for key, n in calls.items():
+                longest[group(key)] = max(longest.get(group(key), 0), n)
+            calls = {key: longest[group(key)] for key in calls}
         order = list(steps)
         random.Random(seed).shuffle(order)
-        samples: dict[K, list[float]] = {key: [] for key in steps}
+        bursts: dict[K, list[list[float]]] = {key: [] for key in steps}
         gc.disable()
         try:
             for _ in range(rounds):
                 for key in order:
-                    samples[key] += self._run(steps[key], calls[key], 1)
+                    bursts[key].append(self._run(steps[key], calls[key], 1))
         finally:
             gc.enable()
-        return samples
+        return bursts
 
     def _run(self, step: Callable[[int], None], n: int, layers_per_step: int) -> list[float]:
         return [t / layers_per_step for t in time_steps(step, n, self.gpu)]
@@ -240,10 +247,12 @@ class Sweep:
         if eager_steps:
             rounds = QUICK_EAGER_ROUNDS if self.args.quick else EAGER_ROUNDS
             order = (f"interleaved across all tokens × strategies of the preset, {rounds} rounds "
-                     f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {MIN_BURST} back-to-back calls)")
-            timed = self.timer.measure_interleaved(eager_steps, rounds)
-            for (t, strategy), samples in sorted(timed.items()):
-                self._record_case(cfg, layer, t, strategy, "eager", samples, 1, n_sets, order)
+                     f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {MIN_BURST} back-to-back calls, "
+                     "the same length for every strategy of a token count)")
+            timed = self.timer.measure_interleaved(eager_steps, rounds, group=lambda key: key[0])
+            for (t, strategy), bursts in sorted(timed.items()):
+                self._record_case(cfg, layer, t, strategy, "eager", [x for b in bursts for x in b], 1, n_sets,
+                                  order, bursts)
         del weights, layer
         gc.collect()
         if self.gpu:
@@ -276,13 +285,21 @@ class Sweep:
                           "one strategy at a time")
 
     def _record_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
-                     samples: list[float], layers_per_step: int, n_sets: int, order: str) -> None:
-        self.cases.append({
+                     samples: list[float], layers_per_step: int, n_sets: int, order: str,
+                     bursts: list[list[float]] | None = None) -> None:
+        """One case record; with ``bursts`` also the burst length and the medians of the bursts' first calls
+        and of the calls after them (``steady_median_us``: back-to-back calls behind the previous one)."""
+        record: dict[str, object] = {
             "preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
             **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
             "layers_per_replay": layers_per_step, "backend": layer.backend, "device": self.args.device,
             "timer": "cuda_events" if self.gpu else "perf_counter", "order": order, "trace": None,
-        })
+        }
+        if bursts:
+            record["burst_calls"] = len(bursts[0])
+            record["first_median_us"] = statistics.median(b[0] for b in bursts)
+            record["steady_median_us"] = statistics.median(x for b in bursts for x in b[1:])
+        self.cases.append(record)
 
     def _trace_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
                     step: Callable[[int], None], layers_per_step: int, n_sets: int) -> None:

@@ -96,6 +96,10 @@ def test_interleaved_eager_and_trace_only_with_back_to_back_calls(tmp_path: Path
         assert c["order"].startswith(f"interleaved across all tokens × strategies of the preset, "
                                      f"{bench.QUICK_EAGER_ROUNDS} rounds")
         assert c["replays"] >= bench.QUICK_EAGER_ROUNDS * bench.MIN_BURST
+        assert c["replays"] == bench.QUICK_EAGER_ROUNDS * c["burst_calls"]
+        assert c["min_us"] <= c["steady_median_us"] and c["min_us"] <= c["first_median_us"]
+    for tokens in (1, 4):  # every strategy of a token count runs bursts of one length
+        assert len({c["burst_calls"] for c in cases if c["tokens"] == tokens}) == 1
     traced = tmp_path / "traced"
     assert bench.main(["--out", str(traced), "--device", "cpu", "--quick", "--presets", "deepseek_v2_lite",
                        "--tokens", "4", "--strategies", "sequential", "--trace-only",
@@ -108,3 +112,18 @@ def test_interleaved_eager_and_trace_only_with_back_to_back_calls(tmp_path: Path
     assert "--trace-only" in trace["moesim_note"]
     gates = [e for e in trace["traceEvents"] if e.get("name") == "moe.gate" and e.get("cat") == "user_annotation"]
     assert len(gates) == 2  # two layer calls in one trace
+
+
+def test_interleaved_bursts_share_a_length_per_group() -> None:
+    """Steps of ~1 ms and ~5 ms per call: alone the fast one gets longer bursts (about 15 vs 3 calls for
+    0.06 s over 4 rounds); grouped, both run bursts of one length, four bursts each."""
+    import time
+
+    timer = bench.Timer(gpu=False, target_s=0.06, min_n=1, max_n=10)
+    steps = {("a", 1): lambda i: time.sleep(0.001), ("a", 2): lambda i: time.sleep(0.005)}
+    alone = timer.measure_interleaved(steps, rounds=4)
+    assert len(alone[("a", 1)][0]) > len(alone[("a", 2)][0]) >= bench.MIN_BURST
+    grouped = timer.measure_interleaved(steps, rounds=4, group=lambda key: key[0])
+    lengths = {len(b) for bursts in grouped.values() for b in bursts}
+    assert len(lengths) == 1 and lengths.pop() > bench.MIN_BURST
+    assert all(len(bursts) == 4 for bursts in grouped.values())
