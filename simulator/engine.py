@@ -13,12 +13,15 @@ Semantics (each one is tested against a hand-computed timeline):
   the host blocks;
 - running kernels progress at the rates the sharing model gives them, re-solved at every start and end.
 
-Speed: the host is a chain of SimPy timeouts, one per launch (records, waits and stream switches only
-change queue order, never device timing, so their host cost is folded into the next launch's delay); each
-kernel gets one completion timeout, rescheduled only when its rate changes. The issued ops are translated
-once into flat tuples (no per-op model lookups in the loop), the default fluid model's one- and
-two-kernel cases are solved inline with the same arithmetic as :class:`FluidSharing`, and the garbage
-collector is paused while the event loop runs (the engine creates no reference cycles).
+Speed: records, waits and stream switches only change queue order, never device timing, so their host cost
+is folded into the next launch's delay. The host runs ahead without a SimPy timeout while its next call
+falls strictly before the next scheduled event and only appends to streams that are busy (so it cannot
+change any start time); it sleeps on a timeout when that call would start work, at a tie with another
+event (which keeps SimPy's order of the two), and blocks at a sync or a full queue. Each kernel gets one
+completion timeout, rescheduled only when its rate changes. The issued ops are translated once into flat
+tuples, the default fluid model's one- and two-kernel cases are solved inline with the same arithmetic as
+:class:`FluidSharing` (pairs remembered per pair of demands), host spans are built only when read, and the
+garbage collector is paused while the engine runs (it creates no reference cycles).
 """
 
 from __future__ import annotations
