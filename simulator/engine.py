@@ -255,7 +255,9 @@ class Engine:
 
     def _sleep_until(self, t: float) -> None:
         """Wake the host at exactly ``t``: SimPy's ``now + delay`` cannot always land on a time the host
-        reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself."""
+        reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself. This is
+        what ``Environment.schedule`` does, at an absolute time: it uses SimPy 4's event queue layout
+        (``_queue`` of ``(time, priority, eid, event)``, ``_eid``), which is why pyproject pins simpy < 5."""
         env = self.env
         event = Event(env)
         event._ok = True
