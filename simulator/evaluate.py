@@ -89,9 +89,13 @@ class StepCase:
 
 
 def block_time(program: Program, profile: Profile) -> tuple[float, SimResult]:
-    """A replayed block's time: the makespan less the host's replay cost."""
+    """A replayed block's time: from the moment its nodes are issued (the end of the host's last API call
+    before the first replayed kernel: the replay call, after whatever host time the capture took, e.g.
+    stream switches that are not captured) to the end of its last kernel."""
     result = simulate(program, profile.sharing_model())
-    return result.makespan_us - program.host.replay_us, result
+    first = min((k.start_us for k in result.kernels if k.replay is not None), default=0.0)
+    issued = max((s.end_us for s in result.host_spans if s.end_us <= first), default=0.0)
+    return result.makespan_us - issued, result
 
 
 def moe_program(case: StepCase, strategy: str, micro_batches: int, with_attention: bool = False) -> Program:

@@ -128,6 +128,29 @@ def test_block_time_of_one_kernel_is_its_duration_plus_a_node_gap() -> None:
     assert block_time(program, PROFILE)[0] == pytest.approx(42.0 + PROFILE.host.node_gap_us.value)
 
 
+def test_block_time_ignores_host_time_spent_during_capture() -> None:
+    """Stream switches inside a capture cost host time then (they are not captured), not in the replay: a
+    fork onto aux and back, kernels 42 µs (main) and 30 µs (aux) from the fork: the block is the longer
+    branch plus one node gap, whatever a stream switch costs."""
+    def emit(b) -> None:
+        b.stream("aux")
+        b.record("fork")
+        with b.using("aux"):
+            b.wait("fork")
+            b.launch(Launch(kernel="side", stream="aux", dur_us=30.0, sm=0.1, bw=0.1))
+            b.record("join")
+        b.launch(Launch(kernel="main", stream="main", dur_us=42.0, sm=0.1, bw=0.1))
+        b.wait("join")
+
+    expected = 42.0 + PROFILE.host.node_gap_us.value
+    for switch_us in (0.0, 25.0):
+        costly = PROFILE.model_copy(update={"host": PROFILE.host.model_copy(
+            update={"set_stream_us": PROFILE.host.set_stream_us.model_copy(update={"value": switch_us})})})
+        program = graph_program("fork", costly, emit)
+        assert sum(op.op == "set_stream" for op in program.ops) == 2
+        assert block_time(program, costly)[0] == pytest.approx(expected)
+
+
 def test_layer_is_attention_block_plus_moe_block() -> None:
     case = step_case(_scenario(concurrency=16))
     whole = block_time(moe_program(case, "multi_stream", 1, with_attention=True), PROFILE)[0]
