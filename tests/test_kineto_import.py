@@ -112,6 +112,30 @@ def test_kernel_late_for_its_dependency_does_not_delay_the_host(tmp_path: Path, 
     assert out["baseline_us"] == pytest.approx(114.0)
 
 
+def test_kernel_blocked_by_another_stream_keeps_its_wait_and_the_host_goes_on(tmp_path: Path) -> None:
+    """B found its stream idle but started 130 µs after its launch call returned (the device was busy with A
+    on another stream): its submission stays inside its call, so the host is not held back (C, launched next
+    on a third stream, starts 3 µs after its call as traced), and as B overlapped A its wait is replayed as part
+    of it. By hand (calls 5 µs, kernels 3 µs after an idle-stream call, 1 µs after a busy stream's last end):
+    w0 1003-1005, w1 1018-1020, g0 1033-1053, g1 1054-1074, g2 1075-1095, A 1096-1196, B (traced) 1186-1206,
+    C 1058-1258: span 1003..1258 = 255."""
+    s = Synth()
+    s.launch("w0", 2.0)
+    s.idle(10.0)
+    s.launch("w1", 2.0)
+    s.idle(10.0)
+    for i in range(3):
+        s.launch(f"g{i}", 20.0)
+    s.launch("A", 100.0)  # call 1045..1050
+    b = s.launch("B", 20.0, stream=20)  # call 1050..1055, would start at 1053 on an idle device
+    b["ts"] = 1186.0  # held back until A's last blocks (10 µs of overlap)
+    s.launch("C", 200.0, stream=21)  # call 1055..1060
+    assert [k["ts"] for k in s.kernels] == pytest.approx([1003, 1018, 1033, 1054, 1075, 1096, 1186, 1058])
+    out = _replay(_write(tmp_path, s))
+    assert out["measured_us"] == pytest.approx(255.0)
+    assert out["baseline_us"] == pytest.approx(255.0)
+
+
 def test_clock_offset_is_detected_and_span_kept(tmp_path: Path) -> None:
     s = Synth()
     moe_layer(s)

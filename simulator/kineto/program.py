@@ -51,6 +51,8 @@ class Item:
     region: str | None = None
     cpu: CpuOp | None = None
     outer_cpu: CpuOp | None = None
+    blocked_us: float = 0.0
+    contended: bool = False
 
 
 @dataclass(slots=True)
@@ -187,11 +189,12 @@ def _fit_timing(ops: list[GpuOp], calls: list[HostCall], by_corr: dict[int, list
 def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: Trace, offset: float,
                 gap: float, warnings: list[str]) -> list[Item]:
     """Host items in call order. A launch is submitted ``offset`` into its call, except where the trace shows
-    when: a kernel that found its stream idle started ``gap`` after its submission (so a slow launch call,
-    e.g. a library's first call, is replayed as slow). A kernel held by an event wait whose recorded work
-    ended after the call counts as idle only if it started later than that work's end plus a launch latency
-    (else the other stream, not the host, made it late). The GPU ops of one call (a graph launch) are each
-    submitted at that point, and the items are then ordered by submission (a synchronize by its resume)."""
+    when: a kernel that found its stream idle started ``gap`` after its submission, which lies inside its
+    launch call (so a slow launch call, e.g. a library's first call, is replayed as slow; a kernel that started
+    after its call returned waited for something else: a wait, or SMs held by another stream). The GPU ops of
+    one call (a graph launch) are each submitted where they started, and the items are then ordered by
+    submission (a synchronize by its resume). ``blocked_us``: how long a kernel started after its stream, its
+    waits and its submission allowed (the device was busy with another stream's work)."""
     syncs = {s.corr: s for s in trace.syncs
              if s.corr is not None and (s.wait_on_stream is not None or s.event_id is not None)}
     record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values()
@@ -205,7 +208,7 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
     done = float("-inf")  # when the GPU work launched so far ended
     stream_end: dict[int, float] = {}
     event_end: dict[str, float] = {}  # when the work an event recorded ended (trace clock)
-    held: dict[int | str, float] = {}  # per stream: when the work its queued waits wait for ends
+    pending: dict[int | str, float] = {}  # per stream: when the work its queued waits wait for ends
     regraph = False
     for call in calls:
         gpu = by_corr.get(call.corr) if call.corr is not None else None
@@ -215,12 +218,16 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
             ops = sorted(gpu, key=lambda o: o.ts)
             regraph |= len(ops) > 1
             for k, op in enumerate(ops):
-                idle = stream_end.get(op.stream, float("-inf")) < call.ts
-                dependency = held.pop(op.stream, float("-inf"))
-                if idle and dependency >= call.ts:
-                    idle = op.ts - gap > dependency + offset + gap
-                start = max(call.ts, op.ts - gap) if idle or len(ops) > 1 else t
-                items.append(Item("launch", op.stream, t=start if k == 0 or len(ops) > 1 else None, gpu=op))
+                before = stream_end.get(op.stream, float("-inf"))
+                idle = before < call.ts
+                dependency = pending.pop(op.stream, float("-inf"))
+                if len(ops) > 1:  # a graph launch: each node submitted where it started
+                    start = max(call.ts, op.ts - gap)
+                else:  # a kernel is submitted before its launch call returns
+                    start = max(call.ts, min(op.ts - gap, call.ts + call.dur)) if idle else t
+                blocked = 0.0 if len(ops) > 1 else max(0.0, op.ts - max(before, dependency, start) - gap)
+                items.append(Item("launch", op.stream, t=start if k == 0 or len(ops) > 1 else None, gpu=op,
+                                  blocked_us=blocked))
                 stream_end[op.stream] = max(stream_end.get(op.stream, op.ts), op.ts + op.dur)
                 current = op.stream
         elif call.name in _RECORD_CALLS and (call.corr in record_stream or (by_event_id and current is not None)):
@@ -250,7 +257,7 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
             else:
                 items.append(Item("wait", sync.stream, t=t, event=f"ev{sync.record_corr}"))
                 ends = event_end.get(f"ev{sync.record_corr}", float("-inf"))
-            held[sync.stream] = max(held.get(sync.stream, float("-inf")), ends)
+            pending[sync.stream] = max(pending.get(sync.stream, float("-inf")), ends)
         elif call.name in _SYNC_CALLS:
             # the engine recomputes the wait; the host resumes from when the traced GPU went idle
             items.append(Item("sync", t=t, resume=max(t, min(call.ts + call.dur, done))))
@@ -301,7 +308,8 @@ def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]
 def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile) -> None:
     """Each GPU op's demand. An op that overlapped a GPU op of another stream in the trace ran under
     contention already: its traced duration includes the slowdown, so it gets no demand (the sharing model
-    must not slow it, nor its partner, a second time)."""
+    must not slow it, nor its partner, a second time), and the time it waited for the device after its
+    stream, its waits and its submission allowed it to start (``blocked_us``) is replayed as part of it."""
     busy: dict[int, float] = defaultdict(float)
     for item in items:
         if item.gpu is not None and item.cpu is not None:
@@ -312,7 +320,8 @@ def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile
         if item.gpu is not None:
             cpu_busy = busy[id(item.cpu)] if item.cpu is not None else 0.0
             demand = kernel_demand(item.gpu, item.cpu, cpu_busy, dev, profile)
-            if id(item.gpu) in contended:
+            item.contended = id(item.gpu) in contended
+            if item.contended:
                 demand = demand._replace(sm=0.0, bw=0.0, tc=0.0)
             item.demand = demand
 
@@ -375,7 +384,8 @@ def _ir_op(item: Item, host_us: float) -> Launch | Record | Wait | SetStream | S
         gpu = item.gpu
         demand = item.demand
         assert gpu is not None and demand is not None
-        return Launch(kernel=gpu.name or "<unnamed>", stream=stream, dur_us=gpu.dur, sm=demand.sm, bw=demand.bw,
+        dur = gpu.dur + item.blocked_us if item.contended else gpu.dur
+        return Launch(kernel=gpu.name or "<unnamed>", stream=stream, dur_us=dur, sm=demand.sm, bw=demand.bw,
                       tc=demand.tc, family=demand.family, region=item.region, host_us=host_us)
     if item.kind == "record":
         return Record(event=item.event or "", stream=stream, host_us=host_us)
