@@ -200,7 +200,7 @@ def _host_items(calls: list[HostCall], by_corr: dict[int, list[GpuOp]], trace: T
     record_stream = {s.record_corr: s.wait_on_stream for s in syncs.values()
                      if s.record_corr is not None and s.wait_on_stream is not None}
     by_event_id = any(s.record_corr is None and s.wait_on_stream is None for s in syncs.values())
-    records: list[list[object]] = []  # [corr, event id or None] of every record call (event-id-only traces)
+    records: list[list[int | None]] = []  # [corr, event id or None] of every record call (event-id-only traces)
     current: int | str | None = None  # stream of the last launch: where an un-named record goes
     items: list[Item] = []
     unknown_waits = 0
