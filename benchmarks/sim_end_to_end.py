@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,8 +22,10 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=5_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    moesim = shutil.which("moesim")
-    command = [moesim] if moesim else [sys.executable, "-m", "simulator.cli.main"]
+    # The console script installed beside this interpreter, not the first ``moesim`` on PATH: that may be a
+    # version manager's shim (pyenv's costs ~70 ms per call here) or another interpreter's install.
+    moesim = Path(sys.executable).parent / "moesim"
+    command = [str(moesim)] if moesim.is_file() else [sys.executable, "-m", "simulator.cli.main"]
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "program.json"
         path.write_text(json.dumps(fork_join_program(args.pairs)))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import gc
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -201,121 +202,183 @@ class _Slow(Exception):
     """The fast path cannot vouch for this input: let the pydantic model decide (and word the error)."""
 
 
-def _converter(field: Any) -> Callable[[Any], Any] | None:
-    """A check-and-convert function accepting a subset of what pydantic accepts for ``field``, converting
-    it exactly as pydantic would; None for fields the fast path does not handle."""
-    lo = hi = None
-    min_len = 0
+_EXACT_INT = 2**53  # ints up to this convert to float exactly, whatever the rounding rule
+
+
+def _number(v: Any, low: float, high: float) -> float:
+    """A float field's value as pydantic converts it (ints and floats only; bools are not numbers here)."""
+    t = type(v)
+    if t is int and -_EXACT_INT <= v <= _EXACT_INT:
+        v = float(v)
+    elif t is not float:
+        raise _Slow
+    if low <= v <= high:  # False for NaN, as pydantic's bounds reject it
+        return v
+    raise _Slow
+
+
+def _texts(v: Any) -> tuple[str, ...]:
+    if type(v) is list or type(v) is tuple:
+        for x in v:
+            if type(x) is not str:
+                raise _Slow
+        return tuple(v)
+    raise _Slow
+
+
+def _bounds(field: Any) -> tuple[float, float] | None:
+    """A float field's ``ge``/``le`` bounds; None if it has any other constraint."""
+    low, high = -math.inf, math.inf
     for meta in field.metadata:
         if isinstance(meta, annotated_types.Ge):
-            lo = meta.ge
+            low = meta.ge
         elif isinstance(meta, annotated_types.Le):
-            hi = meta.le
-        elif isinstance(meta, annotated_types.MinLen):
-            min_len = meta.min_length
+            high = meta.le
         else:
             return None
-    ann = field.annotation
-    optional = ann is not str and ann is not float and type(None) in get_args(ann)
-    base = next((a for a in get_args(ann) if a is not type(None)), None) if optional else ann
-
-    if base is float:
-        low, high = (-math.inf if lo is None else lo), (math.inf if hi is None else hi)
-
-        def number(v: Any) -> Any:
-            t = type(v)
-            if t is float or t is int:
-                v = float(v)
-                if low <= v <= high:
-                    return v
-            elif v is None and optional:
-                return None
-            raise _Slow
-
-        return number
-    if base is str and not (optional and min_len):
-
-        def text(v: Any) -> Any:
-            if type(v) is str and len(v) >= min_len:
-                return v
-            if v is None and optional:
-                return None
-            raise _Slow
-
-        return text
-    if ann == tuple[str, ...] and not min_len:
-
-        def texts(v: Any) -> tuple[str, ...]:
-            if type(v) is list or type(v) is tuple:
-                for x in v:
-                    if type(x) is not str:
-                        raise _Slow
-                return tuple(v)
-            raise _Slow
-
-        return texts
-    return None
+    return low, high
 
 
-def _op_table() -> dict[str, tuple[type[BaseModel], dict[str, Callable[[Any], Any]], dict[str, Any], tuple[str, ...]]]:
-    """Per op name: its model, a converter per field, the defaults in field order (None where required) and
-    the required fields. Ops with a field the fast path does not handle are left to pydantic."""
+def _min_length(field: Any) -> int | None:
+    """A required plain ``str`` field's minimum length; None for any other kind of field."""
+    if field.annotation is not str or not field.is_required():
+        return None
+    if not field.metadata:
+        return 0
+    meta = field.metadata[0]
+    return meta.min_length if len(field.metadata) == 1 and isinstance(meta, annotated_types.MinLen) else None
+
+
+_HOST = _Op.model_fields["host_us"]
+_HOST_US = _bounds(_HOST)
+_LAUNCH = Launch.model_fields
+_LAUNCH_KEYS = frozenset(_LAUNCH) - {"op"}
+_DUR, _SM, _BW, _TC = (_bounds(_LAUNCH[key]) for key in ("dur_us", "sm", "bw", "tc"))
+_SM0, _BW0, _TC0 = (_LAUNCH[key].default for key in ("sm", "bw", "tc"))
+_KERNEL_MIN = _min_length(_LAUNCH["kernel"])
+
+# The fast path holds only while the models are what it was written for; otherwise pydantic does it all.
+_HOST_FAST = _HOST.annotation == float | None and _HOST.default is None and _HOST_US is not None
+_LAUNCH_FAST = _HOST_FAST and tuple(_LAUNCH) == (
+    "host_us", "op", "kernel", "stream", "dur_us", "sm", "bw", "tc", "reads", "writes", "family", "region",
+) and None not in (_DUR, _SM, _BW, _TC, _KERNEL_MIN) and _min_length(_LAUNCH["stream"]) == 0 and all(
+    _LAUNCH[key].annotation == ann and not _LAUNCH[key].metadata and _LAUNCH[key].default == default
+    for key, ann, default in (("reads", tuple[str, ...], ()), ("writes", tuple[str, ...], ()),
+                              ("family", str | None, None), ("region", str | None, None))
+) and _LAUNCH["dur_us"].is_required() and all(_LAUNCH[key].annotation is float for key in ("dur_us", "sm", "bw", "tc"))
+
+
+def _launch(body: dict[str, Any], streams: dict[str, StreamSpec]) -> dict[str, Any]:
+    """A launch's field values in field order, converted as pydantic converts them (floats checked inline,
+    anything else through ``_number``/``_texts``)."""
+    if not _LAUNCH_KEYS.issuperset(body):
+        raise _Slow
+    get = body.get
+    kernel, stream, dur_us = body["kernel"], body["stream"], body["dur_us"]
+    if type(kernel) is not str or len(kernel) < _KERNEL_MIN or type(stream) is not str or stream not in streams:
+        raise _Slow
+    if type(dur_us) is not float or not _DUR[0] <= dur_us <= _DUR[1]:
+        dur_us = _number(dur_us, *_DUR)
+    sm, bw, tc = get("sm", _SM0), get("bw", _BW0), get("tc", _TC0)
+    if type(sm) is not float or not _SM[0] <= sm <= _SM[1]:
+        sm = _number(sm, *_SM)
+    if type(bw) is not float or not _BW[0] <= bw <= _BW[1]:
+        bw = _number(bw, *_BW)
+    if type(tc) is not float or not _TC[0] <= tc <= _TC[1]:
+        tc = _number(tc, *_TC)
+    host_us, reads, writes, family, region = get("host_us"), get("reads", ()), get("writes", ()), get("family"), \
+        get("region")
+    if host_us is not None:
+        host_us = _number(host_us, *_HOST_US)
+    if type(reads) is not tuple or reads:
+        reads = _texts(reads)
+    if type(writes) is not tuple or writes:
+        writes = _texts(writes)
+    if (family is not None and type(family) is not str) or (region is not None and type(region) is not str):
+        raise _Slow
+    return {"host_us": host_us, "op": "launch", "kernel": kernel, "stream": stream, "dur_us": dur_us, "sm": sm,
+            "bw": bw, "tc": tc, "reads": reads, "writes": writes, "family": family, "region": region}
+
+
+def _plain_table() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple[str, int, bool], ...]]]:
+    """Per op whose fields (besides ``host_us``) are all required strings: its model, its keys and per field
+    (name, minimum length, whether it names a stream)."""
     table = {}
     for model in get_args(get_args(Op)[0]):
         fields = dict(model.model_fields)
-        name = fields["op"].default
-        defaults = {key: name if key == "op" else None if f.is_required() else f.default for key, f in fields.items()}
-        del fields["op"]
-        converters = {key: _converter(field) for key, field in fields.items()}
-        if all(converters.values()):
-            required = tuple(key for key, f in fields.items() if f.is_required())
-            table[name] = (model, converters, defaults, required)
+        name = fields.pop("op").default
+        if model is Launch or not _HOST_FAST or list(fields)[:1] != ["host_us"]:
+            continue
+        del fields["host_us"]
+        specs = tuple((key, _min_length(f), key in ("stream", "on")) for key, f in fields.items())
+        if all(length is not None for _, length, _ in specs):
+            table[name] = (model, frozenset(fields) | {"host_us"}, specs)
     return table
 
 
-_OPS = _op_table()
+_PLAIN = _plain_table()
 _new_object_attr = object.__setattr__
+
+
+def _plain(name: str, keys: frozenset[str], specs: tuple[tuple[str, int, bool], ...], body: dict[str, Any],
+           streams: dict[str, StreamSpec]) -> dict[str, Any]:
+    """The field values of an op made of strings only (record, wait, ...), in field order."""
+    if not keys.issuperset(body):
+        raise _Slow
+    host_us = body.get("host_us")
+    values = {"host_us": None if host_us is None else _number(host_us, *_HOST_US), "op": name}
+    for key, min_length, names_stream in specs:
+        v = body[key]
+        if type(v) is not str or len(v) < min_length or (names_stream and v not in streams):
+            raise _Slow
+        values[key] = v
+    return values
 
 
 def _fast_ops(raws: list[Any], streams: dict[str, StreamSpec]) -> tuple[BaseModel, ...]:
     """Build the op models from their single-key forms without pydantic validation, checking stream and
     graph references on the way (as ``Program._check_references`` does); raise ``_Slow`` when unsure."""
     ops = []
+    append = ops.append
     captured: set[str] = set()
+    # Ops given the same keys share one fields-set: frozen models never add to it (model_copy copies it first),
+    # and 40,000 sets would cost more to allocate than the rest of an op.
+    fields_sets: dict[tuple[Any, ...], set[str]] = {}
+    launch_fast = _LAUNCH_FAST
     for raw in raws:
         if type(raw) is not dict or len(raw) != 1:
             raise _Slow
         (name, body), = raw.items()
-        spec = _OPS.get(name)
-        if spec is None or type(body) is not dict:
-            raise _Slow
-        model, converters, defaults, required = spec
-        values = dict(defaults)
-        given = {"op"}
-        for key, value in body.items():
-            if key is True:
-                key = "on"
-            conv = converters.get(key)
-            if conv is None:
+        if type(body) is not dict:
+            if body is not None or name not in _PLAIN:  # ``sync:`` with no body reads as None
                 raise _Slow
-            values[key] = conv(value)
-            given.add(key)
-        for key in required:
-            if values[key] is None:
+            body = {}
+        try:
+            if name == "launch" and launch_fast:
+                model, values = Launch, _launch(body, streams)
+            elif name in _PLAIN:
+                if name == "wait_stream" and True in body:  # YAML 1.1 reads a bare ``on:`` key as True
+                    body = {("on" if key is True else key): v for key, v in body.items()}
+                model, keys, specs = _PLAIN[name]
+                values = _plain(name, keys, specs, body, streams)
+                if name == "capture_end":
+                    captured.add(values["graph"])
+                elif name == "replay" and values["graph"] not in captured:
+                    raise _Slow
+            else:
                 raise _Slow
-        stream, on = values.get("stream"), values.get("on")
-        if (stream is not None and stream not in streams) or (on is not None and on not in streams):
-            raise _Slow
-        if name == "capture_end":
-            captured.add(values["graph"])
-        elif name == "replay" and values["graph"] not in captured:
-            raise _Slow
+        except KeyError:  # a required field is missing
+            raise _Slow from None
         op = model.__new__(model)
         _new_object_attr(op, "__dict__", values)
-        _new_object_attr(op, "__pydantic_fields_set__", given)
+        keys = (name, *body)
+        fields_set = fields_sets.get(keys)
+        if fields_set is None:
+            fields_set = fields_sets[keys] = {"op", *body}
+        _new_object_attr(op, "__pydantic_fields_set__", fields_set)
         _new_object_attr(op, "__pydantic_extra__", None)
         _new_object_attr(op, "__pydantic_private__", None)
-        ops.append(op)
+        append(op)
     return tuple(ops)
 
 
@@ -331,6 +394,19 @@ def _fast_program(data: dict[str, Any]) -> Program:
                                    ops=_fast_ops(ops, head.streams))
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside: building many small acyclic objects (a decoded document, the op
+    models), collections would only cost time (~12 ms of a 50 ms JSON decode here)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def parse_program(data: Any, source: str = "<program>") -> Program:
     """Validate an already-decoded document; schema errors become one-line ``InputError``s.
 
@@ -339,15 +415,11 @@ def parse_program(data: Any, source: str = "<program>") -> Program:
     """
     if not isinstance(data, dict):
         raise InputError(f"{source}: a program is a mapping with 'streams' and 'ops'")
-    collecting = gc.isenabled()
-    gc.disable()  # building many small objects: collections would only cost time
     try:
-        return _fast_program(data)
+        with _gc_paused():
+            return _fast_program(data)
     except (_Slow, ValidationError):
         pass
-    finally:
-        if collecting:
-            gc.enable()
     try:
         return Program.model_validate(data)
     except ValidationError as err:
@@ -365,7 +437,8 @@ def read_document(path: str | Path) -> Any:
         raise InputError(f"{path}: cannot read ({err.__class__.__name__})") from None
     if path.suffix == ".json":
         try:
-            return json.loads(text)
+            with _gc_paused():
+                return json.loads(text)
         except json.JSONDecodeError as err:
             raise InputError(f"{path}: malformed JSON at line {err.lineno} column {err.colno}: {err.msg}") from None
     import yaml  # lazily: JSON programs (the large ones) need no YAML parser

@@ -515,3 +515,67 @@ def test_fast_parse_leaves_the_verdict_and_the_wording_to_pydantic(op, where):
         assert str(raised.value) == message and where in message
     else:
         assert where is None and parse_program(doc, "src") == expected
+
+
+@pytest.mark.parametrize("op", [
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": True}},  # a bool is not a duration
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "bw": False}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 2**60}},  # an int too large to convert exactly
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": float("nan")}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": float("inf")}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": -0.0, "tc": 1}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "sm": None}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "host_us": None, "family": None, "region": "r"}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "host_us": -1}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "family": 3}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "reads": [], "writes": ("y",)}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "reads": "x"}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "writes": [1]}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "op": "launch"}},
+    {"launch": {"kernel": 7, "stream": "m", "dur_us": 1}},
+    {"launch": {"kernel": "k", "dur_us": 1}},
+    {"launch": None},
+    {"record": {"event": "e", "stream": "m", "host_us": 2}},
+    {"record": {"event": "", "stream": "m"}},
+    {"record": {"event": "e"}},
+    {"record": None},
+    {"record": {"event": "e", "stream": "m", "kernel": "k"}},
+    {"wait": {"event": 1, "stream": "m"}},
+    {"wait_stream": {"stream": "m", True: "m"}},  # YAML 1.1's reading of a bare ``on:`` key
+    {"wait_stream": {"stream": "m", 1: "m"}},
+    {"wait_stream": {"stream": "m", "on": "x"}},
+    {"set_stream": {"stream": "m", "host_us": 0.5}},
+    {"sync": {"host_us": 1}},
+    {"sync": {"stream": "m"}},
+    {"capture_end": {"graph": ""}},
+    {"replay": {"graph": "g", "host_us": 1}},
+])
+def test_fast_parse_agrees_with_pydantic_op_by_op(op):
+    """Each converted or rejected field, next to an op of every kind the fast path builds."""
+    doc = {"streams": {"m": {"kind": "blocking"}},
+           "ops": [{"sync": None}, {"capture_begin": {"graph": "g", "stream": "m"}}, {"capture_end": {"graph": "g"}},
+                   op, {"launch": {"kernel": "k", "stream": "m", "dur_us": 1.5, "sm": 0.5}}]}
+    try:
+        expected = Program.model_validate(doc)
+    except ValidationError as err:
+        with pytest.raises(InputError) as raised:
+            parse_program(doc, "src")
+        assert str(raised.value) == describe_validation_error(err, "src")
+        return
+    fast = parse_program(doc)
+    assert fast == expected and fast.model_fields_set == expected.model_fields_set
+    for a, b in zip(fast.ops, expected.ops, strict=True):
+        assert type(a) is type(b) and a.model_fields_set == b.model_fields_set
+        assert [(k, type(v), v) for k, v in a.__dict__.items()] == [(k, type(v), v) for k, v in b.__dict__.items()]
+
+
+def test_fast_parse_takes_every_op_kind():
+    """The fast path is not silently bypassed: a well-formed program of every op kind needs no fallback."""
+    from simulator.ir import _fast_program
+
+    doc = {"streams": {"m": {}, "a": {}}, "ops": [
+        {"launch": {"kernel": "k", "stream": "m", "dur_us": 1}}, {"record": {"event": "e", "stream": "m"}},
+        {"wait": {"stream": "a", "event": "e"}}, {"wait_stream": {"stream": "m", "on": "a"}},
+        {"set_stream": {"stream": "a"}}, {"sync": {}}, {"capture_begin": {"graph": "g", "stream": "m"}},
+        {"capture_end": {"graph": "g"}}, {"replay": {"graph": "g"}}]}
+    assert _fast_program(doc) == Program.model_validate(doc)
