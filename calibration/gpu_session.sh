@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
-# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced), or all (= tests+micro+sweep).
+# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, graphprobe), or all
+# (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -50,6 +51,13 @@ if has traced; then
     --presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --tokens 1 16 128 1024 --graph-trace-replays 5 \
     --trace-presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --trace-tokens 1 16 128 1024 \
     2>&1 | tee "$out/traced.log" | tail -60
+fi
+if has graphprobe; then
+  # graph replays timed plain, while profiled (and their trace spans), and plain again; one preset per process
+  for preset in deepseek_v3 qwen2_57b_a14b deepseek_v2_lite; do
+    python3 -m kernels_real.graph_probe --out "$out/graph_probe/$preset" --presets "$preset" 2>&1 \
+      | tee -a "$out/graph-probe.log" | tail -8
+  done
 fi
 tar czf "/tmp/results-${parts//+/-}.tgz" -C "$out" . && mv "/tmp/results-${parts//+/-}.tgz" "$out/"
 ls -la "$out"

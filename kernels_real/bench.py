@@ -179,6 +179,23 @@ def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: boo
     return _kernels_from_trace(json.loads(raw))
 
 
+def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor,
+               strategy: str) -> Callable[[int], None]:
+    """Capture one layer call per weight set into a CUDA graph (after one eager warm-up call each); the step
+    replays it (its index is unused)."""
+    for w in weights:
+        layer(x, w, strategy)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for w in weights:
+            layer(x, w, strategy)
+
+    def replay(i: int) -> None:
+        graph.replay()
+    return replay
+
+
 def _weight_sets(cfg: MoEConfig, gpu: bool, override: int | None) -> int:
     if override:
         return override
@@ -266,17 +283,7 @@ class Sweep:
             def step(i: int) -> None:
                 layer(x, weights[i % n_sets], strategy)
             return step, 1
-        for w in weights:
-            layer(x, w, strategy)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for w in weights:
-                layer(x, w, strategy)
-
-        def replay(i: int) -> None:
-            graph.replay()
-        return replay, n_sets
+        return graph_step(layer, weights, x, strategy), n_sets
 
     def _time_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
                    step: Callable[[int], None], layers_per_step: int, n_sets: int) -> None:
