@@ -53,11 +53,8 @@ if has traced; then
     2>&1 | tee "$out/traced.log" | tail -60
 fi
 if has graphprobe; then
-  # graph replays timed plain, while profiled (and their trace spans), and plain again; one preset per process
-  for preset in deepseek_v3 qwen2_57b_a14b deepseek_v2_lite; do
-    python3 -m kernels_real.graph_probe --out "$out/graph_probe/$preset" --presets "$preset" 2>&1 \
-      | tee -a "$out/graph-probe.log" | tail -8
-  done
+  # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases
+  python3 -m kernels_real.graph_probe --out "$out/graph_probe" 2>&1 | tee "$out/graph-probe.log" | tail -24
 fi
 tar czf "/tmp/results-${parts//+/-}.tgz" -C "$out" . && mv "/tmp/results-${parts//+/-}.tgz" "$out/"
 ls -la "$out"

@@ -179,8 +179,18 @@ def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: boo
     return _kernels_from_trace(json.loads(raw))
 
 
-def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor,
-               strategy: str) -> Callable[[int], None]:
+class GraphStep:
+    """One replay of a CUDA graph; holds the captured input and weights, which the graph reads by address: they
+    must outlive it (freed, their memory would be reused and a replay would route other data)."""
+
+    def __init__(self, graph: torch.cuda.CUDAGraph, x: torch.Tensor, weights: list[MoEWeights]) -> None:
+        self.graph, self.x, self.weights = graph, x, weights
+
+    def __call__(self, i: int) -> None:
+        self.graph.replay()
+
+
+def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str) -> GraphStep:
     """Capture one layer call per weight set into a CUDA graph (after one eager warm-up call each); the step
     replays it (its index is unused)."""
     for w in weights:
@@ -190,10 +200,7 @@ def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor,
     with torch.cuda.graph(graph):
         for w in weights:
             layer(x, w, strategy)
-
-    def replay(i: int) -> None:
-        graph.replay()
-    return replay
+    return GraphStep(graph, x, weights)
 
 
 def _weight_sets(cfg: MoEConfig, gpu: bool, override: int | None) -> int:

@@ -1,17 +1,19 @@
 """Does profiling change what CUDA-graph replays of the layer take, and do the trace's kernel spans agree with
 CUDA-event timings of the same replays?
 
-``python -m kernels_real.graph_probe --out DIR [--presets ...] [--tokens ...] [--replays N]`` writes
-``DIR/graph_probe.json``, ``DIR/traces/*.json.gz`` and prints a table. GPU only (CUDA; the calls are
-HIP-portable, ROCm was not run).
+``python -m kernels_real.graph_probe --out DIR [--presets ...] [--tokens ...] [--replays N]`` writes, in the
+bench's layout, ``DIR/cases.json`` (graph records: ``median_us`` = the plain replays' median per layer, plus
+the figures below), ``DIR/env.json``, ``DIR/traces/*.json.gz`` (per case a graph trace of ``N`` replays and an
+eager trace of 3 warmed back-to-back layer calls, as ``bench`` takes them), and prints a table. GPU only
+(CUDA; the calls are HIP-portable, ROCm was not run).
 
-Per token count × strategy (sequential, multi_stream) of each preset one graph of all weight sets is captured
-(as ``bench`` does), then three phases run over all cases of the preset (so that a profiler session cannot
-slow the timings taken before it; run one preset per process to keep presets apart too):
-``plain`` — ``N`` back-to-back replays timed with CUDA events; ``profiled`` — the same inside a
-``torch.profiler`` session configured as ``bench`` traces (CPU + CUDA activities, record_shapes, cuda_sync
-records), the trace kept; ``after`` — plain timing again. From each trace: the GPU span of each replay
-(first kernel start to last kernel end) and the sum of its kernel durations, per layer.
+Per token count × strategy (sequential, multi_stream) of a preset one graph of all weight sets is captured (as
+``bench`` does), then phases run over all cases of the preset, so that a profiler session cannot slow the
+timings taken before it: ``plain`` — ``N`` back-to-back replays timed with CUDA events; ``profiled`` — the
+same inside a ``torch.profiler`` session configured as ``bench`` traces (CPU + CUDA activities,
+record_shapes, cuda_sync records), the trace kept; ``after`` — plain timing again; ``eager`` — the eager
+trace. From each graph trace: the GPU span of each replay (first op start to last op end) and the sum of its
+GPU op durations, per layer.
 """
 
 from __future__ import annotations
@@ -22,12 +24,11 @@ import gzip
 import json
 import statistics
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
-from kernels_real.bench import _nvidia_smi, _trace, _weight_sets, graph_step
+from kernels_real.bench import EAGER_TRACE_CALLS, GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step
 from kernels_real.config import ConfigError, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
@@ -35,10 +36,6 @@ from kernels_real.timing import time_steps
 
 STRATEGIES = ("sequential", "multi_stream")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-def _median_per_layer(samples: list[float], layers: int) -> float:
-    return statistics.median(samples) / layers
 
 
 def replay_spans(path: Path, replays: int) -> tuple[list[float], list[float]]:
@@ -55,54 +52,97 @@ def replay_spans(path: Path, replays: int) -> tuple[list[float], list[float]]:
     return spans, busy
 
 
+class Case:
+    """One token count × strategy of a preset: its graph step and its record."""
+
+    def __init__(self, layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str) -> None:
+        self.layer, self.weights, self.x, self.strategy = layer, weights, x, strategy
+        self.step: GraphStep = graph_step(layer, weights, x, strategy)
+        self.record: dict[str, object] = {
+            "preset": layer.cfg.name, "tokens": x.shape[0], "strategy": strategy, "mode": "graph",
+            "weight_sets": len(weights), "layers_per_replay": len(weights), "backend": layer.backend,
+            "device": "cuda", "timer": "cuda_events", "order": "graph_probe: one case at a time per phase"}
+
+    def name(self, mode: str) -> str:
+        return f"{self.record['preset']}_t{self.record['tokens']}_{self.strategy}_{mode}.json.gz"
+
+    def meta(self, mode: str) -> dict[str, object]:
+        return {key: self.record[key] for key in ("preset", "tokens", "strategy", "weight_sets", "backend")} | {
+            "mode": mode, "median_us": self.record["median_us"]}
+
+    def warm(self) -> None:
+        for i in range(3):
+            self.step(i)
+
+    def plain(self, replays: int) -> list[float]:
+        self.warm()
+        return [t / len(self.weights) for t in time_steps(self.step, replays, True)]
+
+    def profiled(self, replays: int, out: Path) -> None:
+        self.warm()
+        timed: list[float] = []
+        layers = len(self.weights)
+        path = out / "traces" / self.name("graph")
+        meta = self.meta("graph") | {
+            "layers_per_replay": layers, "graph_replays_per_trace": replays, "layers_per_trace": layers * replays,
+            "note": f"graph_probe: {replays} back-to-back replays of {layers} layer calls, timed with CUDA events "
+                    "while profiled"}
+        _trace(lambda: timed.extend(time_steps(self.step, replays, True)), path, meta, True)
+        spans, busy = replay_spans(path, replays)
+        self.record |= {"profiled_median_us": statistics.median(timed) / layers,
+                        "trace_span_median_us": statistics.median(spans) / layers,
+                        "trace_busy_median_us": statistics.median(busy) / layers,
+                        "trace": f"traces/{self.name('graph')}"}
+
+    def eager_trace(self, out: Path) -> None:
+        sets = len(self.weights)
+
+        def calls() -> None:
+            for i in range(EAGER_TRACE_CALLS):
+                self.layer(self.x, self.weights[i % sets], self.strategy)
+        for i in range(3):
+            self.layer(self.x, self.weights[i % sets], self.strategy)
+        meta = self.meta("eager") | {
+            "layers_per_replay": 1, "layers_per_trace": EAGER_TRACE_CALLS,
+            "note": f"graph_probe: {EAGER_TRACE_CALLS} warmed eager layer calls back to back (rotating weight "
+                    "sets), one device sync before and after; median_us is the graph replays' (no eager timing)"}
+        _trace(calls, out / "traces" / self.name("eager"), meta, True)
+
+
 def probe(name: str, tokens: list[int], replays: int, out: Path) -> list[dict[str, object]]:
-    """The three phases over every case of one preset; one record per case."""
+    """The phases over every case of one preset; one record per case."""
     device = torch.device("cuda")
     cfg = get_preset(name)
     layer = MoELayer(cfg, device)
     weights = [MoEWeights.random(cfg, device, seed=100 + k) for k in range(_weight_sets(cfg, True, None))]
-    cases: dict[tuple[str, int, str], tuple[Callable[[int], None], int]] = {}
+    cases = []
     for t in tokens:
         x = torch.randn(t, cfg.hidden, generator=torch.Generator(device=device).manual_seed(7 + t),
                         device=device, dtype=layer.dtype)
-        for strategy in STRATEGIES:
-            cases[(name, t, strategy)] = graph_step(layer, weights, x, strategy), len(weights)
-    records = {key: {"preset": key[0], "tokens": key[1], "strategy": key[2], "layers_per_replay": n}
-               for key, (_, n) in cases.items()}
-    for phase in ("plain", "profiled", "after"):
-        for key, (step, layers) in cases.items():
-            for i in range(3):
-                step(i)
-            record = records[key]
-            if phase != "profiled":
-                samples = time_steps(step, replays, True)
-                record[f"{phase}_median_us"] = _median_per_layer(samples, layers)
-                record[f"{phase}_first5_median_us"] = _median_per_layer(samples[:5], layers)
-                continue
-            timed: list[float] = []
-            path = out / "traces" / f"{key[0]}_t{key[1]}_{key[2]}_graph_probe.json.gz"
-            meta = {"preset": key[0], "tokens": key[1], "strategy": key[2], "mode": "graph",
-                    "layers_per_replay": layers, "graph_replays_per_trace": replays,
-                    "layers_per_trace": layers * replays,
-                    "note": f"graph_probe: {replays} back-to-back replays timed with CUDA events while profiled"}
-            _trace(lambda step=step, timed=timed: timed.extend(time_steps(step, replays, True)), path, meta, True)
-            spans, busy = replay_spans(path, replays)
-            record |= {"profiled_median_us": _median_per_layer(timed, layers),
-                       "trace_span_median_us": _median_per_layer(spans, layers),
-                       "trace_busy_median_us": _median_per_layer(busy, layers),
-                       "trace": str(path.relative_to(out))}
+        cases += [Case(layer, weights, x, strategy) for strategy in STRATEGIES]
+    for case in cases:
+        samples = case.plain(replays)
+        case.record |= {"median_us": statistics.median(samples), "first5_median_us": statistics.median(samples[:5]),
+                        "replays": replays}
+    for case in cases:
+        case.profiled(replays, out)
+    for case in cases:
+        case.record["after_median_us"] = statistics.median(case.plain(replays))
+    for case in cases:
+        case.eager_trace(out)
+    records = [case.record for case in cases]
     del cases, weights, layer
     torch.cuda.empty_cache()
-    return list(records.values())
+    return records
 
 
 def _table(records: list[dict[str, object]]) -> str:
     lines = ["µs per layer (medians) | plain | profiled (events) | trace span | trace busy | after | plain first 5"]
     for r in records:
-        lines.append(f"{r['preset']:>16} t{r['tokens']:<5} {r['strategy']:<12} | {r['plain_median_us']:9.1f} | "
+        lines.append(f"{r['preset']:>16} t{r['tokens']:<5} {r['strategy']:<12} | {r['median_us']:9.1f} | "
                      f"{r['profiled_median_us']:9.1f} | {r['trace_span_median_us']:9.1f} | "
                      f"{r['trace_busy_median_us']:9.1f} | {r['after_median_us']:9.1f} | "
-                     f"{r['plain_first5_median_us']:9.1f}")
+                     f"{r['first5_median_us']:9.1f}")
     return "\n".join(lines)
 
 
@@ -111,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path, help="output directory")
     p.add_argument("--presets", nargs="+", default=["deepseek_v3", "qwen2_57b_a14b", "deepseek_v2_lite"])
     p.add_argument("--tokens", nargs="+", type=int, default=[1, 16, 128])
-    p.add_argument("--replays", type=int, default=40, help="replays per timing and per trace")
+    p.add_argument("--replays", type=int, default=40, help="replays per timing and per graph trace")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: the graph probe needs a CUDA/ROCm device", file=sys.stderr)
@@ -135,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         records = [r for name in args.presets for r in probe(name, args.tokens, args.replays, args.out)]
     finally:
         reset_current_stream()
-    env["nvidia_smi_after"] = _nvidia_smi()
-    (args.out / "graph_probe.json").write_text(json.dumps({"env": env, "cases": records}, indent=1))
+    _write_json(args.out / "cases.json", records)
+    _write_json(args.out / "env.json", env | {"nvidia_smi_after": _nvidia_smi()})
     print(_table(records))
     return 0
 
