@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernels_real.graph_probe", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path, help="output directory")
     p.add_argument("--presets", nargs="+", default=["deepseek_v3", "qwen2_57b_a14b", "deepseek_v2_lite"])
-    p.add_argument("--tokens", nargs="+", type=int, default=[1, 16, 128])
+    p.add_argument("--tokens", nargs="+", type=int, default=[1, 16, 128, 1024])
     p.add_argument("--replays", type=int, default=40, help="replays per timing and per graph trace")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
