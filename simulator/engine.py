@@ -14,33 +14,39 @@ Semantics (each one is tested against a hand-computed timeline):
 - running kernels progress at the rates the sharing model gives them, re-solved at every start and end.
 
 Speed: records, waits and stream switches only change queue order, never device timing, so their host cost
-is folded into the next launch's delay. The host runs ahead without a SimPy timeout while its next call
+is folded into the next launch's delay. The host runs ahead without a SimPy event while its next call
 falls strictly before the next scheduled event and only appends to streams that are busy (so it cannot
-change any start time); it sleeps on a timeout when that call would start work, at a tie with another
-event (which keeps SimPy's order of the two), and blocks at a sync or a full queue. Each kernel gets one
-completion timeout, rescheduled only when its rate changes. The issued ops are translated once into flat
-tuples, the default fluid model's one- and two-kernel cases are solved inline with the same arithmetic as
-:class:`FluidSharing` (pairs remembered per pair of demands), host spans are built only when read, and the
-garbage collector is paused while the engine runs (it creates no reference cycles).
+change any start time); it sleeps on an event when that call would start work, at a tie with another
+event, and blocks at a sync or a full queue. Events go straight onto SimPy's queue as ``(time, priority,
+id, event)``, as ``Environment.schedule`` puts them, each taking its id when the first engine would have
+created its timeout: events at the same time then run in that engine's order, even when one is pushed
+later. That lets a kernel's completion wait until the end of the callback that changed its rate (a rate
+re-solved twice at one instant, as when two kernels start together, schedules one completion, not two),
+and a host wake-up wait until the callback shows whether the host can run ahead instead. Eager programs
+are translated in one pass from the ops (programs that capture graphs go through :func:`expand` first)
+into flat tuples; the default fluid model's one- and two-kernel cases are solved inline with the same
+arithmetic as :class:`FluidSharing` (pairs remembered per pair of demands), host spans are built only when
+read, and the garbage collector is paused while the engine runs (it creates no reference cycles).
 """
 
 from __future__ import annotations
 
 import gc
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from heapq import heappush
+from itertools import repeat
 from operator import itemgetter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import simpy
-from simpy.events import NORMAL, Event, Timeout
+from simpy.events import NORMAL, Event
 
-from simulator.expand import Issued, expand
-from simulator.ir import Program
+from simulator.expand import default_costs, expand, never_recorded
+from simulator.ir import Op, Program
 from simulator.result import FlowArrow, HostSpan, KernelRun, SimResult
-from simulator.sharing import FluidSharing, SharingModel, water_fill
+from simulator.sharing import Demand, FluidSharing, SharingModel, water_fill
 
 _EPS = 1e-9
 _tuple_new = tuple.__new__
@@ -48,20 +54,34 @@ _T = TypeVar("_T")
 
 # What the host does with each issued op (the first field of a plan entry).
 _LAUNCH, _SYNC, _RECORD, _WAIT, _WAIT_STREAM, _HOLD = range(6)
+# Op kinds that only ``expand`` unrolls.
+_CAPTURE_KINDS = frozenset({"capture_begin", "capture_end", "replay"})
+
+
+class _Due(Event):
+    """An event put straight onto SimPy's queue: ``Environment.step`` reads only ``callbacks`` and ``_ok``
+    (what ``Timeout`` sets up, without its argument checks and ``schedule`` call)."""
+
+    def __init__(self, callback: Callable[[Any], None], value: object) -> None:
+        self.callbacks = [callback]
+        self._ok = True
+        self._value = value
 
 
 class _Kernel:
-    __slots__ = ("demand", "demand_id", "event", "gap", "index", "name", "rate", "region", "remaining", "replay",
-                 "solo", "start", "stream", "updated")
+    __slots__ = ("at", "demand", "demand_id", "eid", "event", "gap", "index", "name", "queued", "rate", "region",
+                 "remaining", "replay", "solo", "start", "stream", "updated")
 
-    def __init__(self, plan: tuple, stream: _Stream) -> None:
-        _, _, _, _, self.gap, self.index, self.replay, self.name, self.region, self.remaining, self.demand, \
+    def __init__(self, plan: tuple) -> None:
+        _, _, self.index, self.stream, self.gap, self.replay, self.name, self.region, self.remaining, self.demand, \
             self.demand_id, self.solo = plan
-        self.stream = stream
         self.rate = 1.0
         self.start = 0.0
         self.updated = 0.0
-        self.event: Timeout | None = None
+        self.at = 0.0  # when it completes at its current rate, and the id that completion's event takes
+        self.eid = 0
+        self.queued = False  # its completion is still to be pushed
+        self.event: _Due | None = None
 
 
 class _WaitItem:
@@ -115,7 +135,6 @@ class Engine:
         self._host_log: list[tuple[float, list[tuple], tuple | None]] = []
         self.flows: list[FlowArrow] = []
         self.host_end = 0.0
-        self._issued: list[Issued] = []
         self._plan: list[tuple] = []
         self._next = 0
         self._held: list[tuple] = []
@@ -123,67 +142,98 @@ class Engine:
         self._paid = False
         self._blocked: str | None = None
         self._depth = program.host.queue_depth
-        self._wake: tuple[float, float] | None = None  # (time, delay) of a host wake-up not yet scheduled
+        self._wake: tuple[float, int] | None = None  # (time, event id) of a host wake-up not yet pushed
+        self._due: list[_Kernel] = []  # kernels whose completion is still to be pushed
         self._pairs: dict[tuple[int, int], tuple[float, ...]] = {}
 
     def run(self) -> SimResult:
         return _without_gc(self._run)
 
     def _run(self) -> SimResult:
-        expansion = expand(self.program)
-        self._issued = expansion.issued
-        self._plan = self._translate(self._issued)
+        self._plan, warnings = self._translate_program()
         self._host_run(0.0, False)
+        self._callback_done()
         self.env.run()
         stuck = [s.name for s in self.streams.values() if s.queue]
-        if stuck or self._next < len(self._issued):
+        if stuck or self._next < len(self._plan):
             raise RuntimeError(f"simulation stalled; streams with queued work: {stuck}")
-        self.kernels.sort(key=itemgetter(3, 4, 0))  # (start_us, end_us, index)
+        kernels = self.kernels
+        makespan = kernels[-1].end_us if kernels else 0.0  # kernels are logged as they end, in time order
+        kernels.sort(key=itemgetter(3, 4, 0))  # (start_us, end_us, index)
         return SimResult(
-            makespan_us=max((k.end_us for k in self.kernels), default=0.0),
+            makespan_us=makespan,
             host_end_us=self.host_end,
-            kernels=self.kernels,
+            kernels=kernels,
             streams={name: s.busy_us for name, s in self.streams.items()},
-            host_spans=partial(_without_gc, _host_spans, self._host_log, self._issued),
+            host_spans=partial(_without_gc, _host_spans, self._host_log, self.program.ops),
             flows=self.flows,
-            warnings=expansion.warnings,
+            warnings=warnings,
         )
 
-    def _translate(self, issued: list[Issued]) -> list[tuple]:
-        """The issued ops as flat plan entries ``(what, host_us, position in issued, ...)``; equal demands
+    # -- plan ---------------------------------------------------------------------------------------
+    def _translate_program(self) -> tuple[list[tuple], list[str]]:
+        """The plan and the warnings: straight from the ops, or from :func:`expand` if graphs are captured."""
+        ops = self.program.ops
+        plan, warnings = self._translate(zip(ops, range(len(ops)), repeat(None), repeat(None)))
+        if plan is None:
+            expansion = expand(self.program)
+            plan, _ = self._translate(expansion.issued)  # only eager ops' warnings are right: take expand's
+            warnings = expansion.warnings
+        return plan, warnings
+
+    def _translate(self, issued: Iterable[tuple[Op, int, float | None, int | None]]
+                   ) -> tuple[list[tuple] | None, list[str]]:
+        """Issued ops ``(op, index, host_us, replay)`` as flat plan entries ``(what, host_us, index, ...)``,
+        and warnings about waits on events not recorded before; ``host_us`` None: the op's own or the
+        program's default. None for the plan when an op is one only :func:`expand` unrolls. Equal demands
         share one id (and their solo rate is solved once)."""
         streams = self.streams
         host = self.program.host
+        costs = default_costs(host)
         gaps = (host.kernel_gap_us, host.node_gap_us)
-        fluid = self._fluid
-        demands: dict[tuple[float, float, float], int] = {}
-        solos: list[float] = []
+        solo = self._solo_rate
+        demands: dict[Demand, tuple[int, float]] = {}
+        recorded: set[str] = set()
+        warnings: list[str] = []
         plan = []
         append = plan.append
-        for position, (op, index, host_us, replay) in enumerate(issued):
+        for op, index, cost, replay in issued:
             fields = op.__dict__
             kind = fields["op"]
+            if cost is None:
+                cost = fields["host_us"]
+                if cost is None:
+                    cost = costs.get(kind, 0.0)
             if kind == "launch":
                 demand = (fields["sm"], fields["bw"], fields["tc"])
-                demand_id = demands.get(demand)
-                if demand_id is None:
-                    demand_id = demands[demand] = len(solos)
-                    solos.append(fluid.rates([demand])[0] if fluid is not None else 0.0)
-                append((_LAUNCH, host_us, position, streams[fields["stream"]], gaps[replay is not None], index,
-                        replay, fields["kernel"], fields["region"], fields["dur_us"], demand, demand_id,
-                        solos[demand_id]))
+                known = demands.get(demand)
+                if known is None:
+                    known = demands[demand] = (len(demands), solo(demand))
+                append((_LAUNCH, cost, index, streams[fields["stream"]], gaps[replay is not None], replay,
+                        fields["kernel"], fields["region"], fields["dur_us"], demand, known[0], known[1]))
             elif kind == "record":
-                append((_RECORD, host_us, position, streams[fields["stream"]], fields["event"]))
+                event = fields["event"]
+                recorded.add(event)
+                append((_RECORD, cost, index, streams[fields["stream"]], event))
             elif kind == "wait":
-                append((_WAIT, host_us, position, streams[fields["stream"]], fields["event"]))
+                event = fields["event"]
+                if event not in recorded:
+                    warnings.append(never_recorded(index, event))
+                append((_WAIT, cost, index, streams[fields["stream"]], event))
             elif kind == "sync":
-                append((_SYNC, host_us, position))
+                append((_SYNC, cost, index))
             elif kind == "wait_stream":
                 on = fields["on"]
-                append((_WAIT_STREAM, host_us, position, streams[fields["stream"]], streams[on], f"wait_stream:{on}"))
+                append((_WAIT_STREAM, cost, index, streams[fields["stream"]], streams[on], f"wait_stream:{on}"))
+            elif replay is None and kind in _CAPTURE_KINDS:
+                return None, warnings
             else:
-                append((_HOLD, host_us, position))
-        return plan
+                append((_HOLD, cost, index))
+        return plan, warnings
+
+    def _solo_rate(self, demand: Demand) -> float:
+        """The default model's rate for a kernel running alone (0 under another model: not read)."""
+        return self._fluid.rates([demand])[0] if self._fluid is not None else 0.0
 
     # -- host ---------------------------------------------------------------------------------------
     def _host_run(self, t: float, nested: bool) -> None:
@@ -215,16 +265,16 @@ class Engine:
                     self._host_log.append((t, held, item))
                     t += delay
                     if nested:
-                        self._wake = (t, delay)
+                        self._wake = (t, next(env._eid))  # the id its timeout would have taken now
                         return
-                    if t >= env.peek():
+                    if t >= self._peek():
                         self._sleep_until(t)
                         return
             if what == _LAUNCH and self.pending_launches >= self._depth:
                 self._next = i
                 self._blocked = "queue"
                 return
-            if t != env.now and not _settled(item):
+            if t != env._now and not _settled(item):
                 self._next = i
                 self._sleep_until(t)
                 return
@@ -241,7 +291,7 @@ class Engine:
                 for other in stream.legacy:
                     self._wait(stream, other, other.enqueued, "legacy-default-sync")
                 self.pending_launches += 1
-                self._enqueue(stream, _Kernel(item, stream))
+                self._enqueue(stream, _Kernel(item))
             elif self.outstanding:
                 self._next = i
                 self._blocked = "sync"
@@ -253,41 +303,41 @@ class Engine:
         self._apply_held()
         self.host_end = t + tail
 
+    def _peek(self) -> float:
+        """The time of the next event, completions not pushed yet included."""
+        if self._due:
+            self._push_due()
+        return self.env.peek()
+
     def _sleep_until(self, t: float) -> None:
         """Wake the host at exactly ``t``: SimPy's ``now + delay`` cannot always land on a time the host
-        reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself. This is
-        what ``Environment.schedule`` does, at an absolute time: it uses SimPy 4's event queue layout
-        (``_queue`` of ``(time, priority, eid, event)``, ``_eid``), which is why pyproject pins simpy < 5."""
+        reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself."""
         env = self.env
-        event = Event(env)
-        event._ok = True
-        event._value = None
-        event.callbacks.append(self._host_wake)
-        heappush(env._queue, (t, NORMAL, next(env._eid), event))
+        heappush(env._queue, (t, NORMAL, next(env._eid), _Due(self._host_wake, None)))
 
     def _host_wake(self, _event: object) -> None:
-        self._host_run(self.env.now, False)
+        self._host_run(self.env._now, False)
+        self._callback_done()
+
+    def _callback_done(self) -> None:
+        """At the end of a callback: settle a host wake-up it asked for, push the completions it changed."""
+        if self._wake is not None:
+            self._settle()
+        if self._due:
+            self._push_due()
 
     def _settle(self) -> None:
-        """At the end of a callback that woke the host: run ahead to its wake-up time if nothing is
-        scheduled before it, else schedule the wake-up (as the host would have done)."""
-        t, delay = self._wake
+        """Run the host ahead to its wake-up time if nothing is scheduled before it, else push the wake-up
+        (with the id it took when the host asked for it)."""
+        t, eid = self._wake
         self._wake = None
-        if t < self.env.peek():
+        if t < self._peek():
             if self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
                 self._blocked = "queue"  # what the host finds at t (the launch is paid for)
             else:
                 self._host_run(t, False)
         else:
-            Timeout(self.env, delay).callbacks.append(self._host_wake)
-
-    def _flush_wake(self, at: float) -> None:
-        """Schedule a pending host wake-up now if an event for the same time is about to be scheduled
-        (the host's must come first, as it was asked for first)."""
-        t, delay = self._wake
-        if t == at:
-            self._wake = None
-            Timeout(self.env, delay).callbacks.append(self._host_wake)
+            heappush(self.env._queue, (t, NORMAL, eid, _Due(self._host_wake, None)))
 
     def _apply_held(self) -> None:
         """Apply the records, waits and stream switches issued since the last launch, in host order."""
@@ -333,27 +383,26 @@ class Engine:
                 queue.popleft()
                 ready = target.done_times[head.count - 1]
                 self.flows.append(_tuple_new(FlowArrow, (head.event, target.name, ready, stream.name,
-                                                         self.env.now)))
+                                                         self.env._now)))
                 self._item_done(stream)
                 continue
             queue.popleft()
             gap = head.gap
             if gap <= 0 and head.remaining <= _EPS:
                 self._launch_started()
-                self._record_run(head, self.env.now)
+                self._record_run(head, self.env._now)
                 self._item_done(stream)
                 continue
             stream.busy = True
             if gap > 0:
-                if self._wake is not None:
-                    self._flush_wake(self.env.now + gap)
-                Timeout(self.env, gap, head).callbacks.append(self._gap_passed)
+                env = self.env
+                heappush(env._queue, (env._now + gap, NORMAL, next(env._eid), _Due(self._gap_passed, head)))
             else:
                 self._start(head)
 
     def _item_done(self, stream: _Stream) -> None:
         stream.done += 1
-        stream.done_times.append(self.env.now)
+        stream.done_times.append(self.env._now)
         self.outstanding -= 1
         if stream.waiters:
             done = stream.done
@@ -363,21 +412,20 @@ class Engine:
                 for other in woken:
                     self._advance(other)
         if self.outstanding == 0 and self._blocked == "sync":
-            self._host_run(self.env.now, True)
+            self._host_run(self.env._now, True)
 
     def _launch_started(self) -> None:
         self.pending_launches -= 1
         if self._blocked == "queue":
-            self._host_run(self.env.now, True)
+            self._host_run(self.env._now, True)
 
     # -- device -------------------------------------------------------------------------------------
-    def _gap_passed(self, event: Timeout) -> None:
+    def _gap_passed(self, event: _Due) -> None:
         self._start(event._value)
-        if self._wake is not None:
-            self._settle()
+        self._callback_done()
 
     def _start(self, kernel: _Kernel) -> None:
-        now = self.env.now
+        now = self.env._now
         kernel.start = now
         kernel.updated = now
         self.pending_launches -= 1
@@ -406,7 +454,8 @@ class Engine:
         return rates
 
     def _resolve_rates(self) -> None:
-        """Re-solve rates; reschedule the completion of every kernel whose rate changed."""
+        """Re-solve rates; every kernel whose rate changed gets a new completion time (and event id), its
+        event pushed when the callback ends (by then its rate may have changed again)."""
         running = self.running
         n = len(running)
         if self._fluid is None:
@@ -418,31 +467,39 @@ class Engine:
         else:
             rates = self._fluid.rates([k.demand for k in running])
         env = self.env
-        now = env.now
+        now = env._now
         for k, rate in zip(running, rates, strict=True):
             if rate == k.rate:
                 continue
             k.remaining -= k.rate * (now - k.updated)
             k.updated = now
             k.rate = rate
-            delay = max(k.remaining, 0.0) / rate
-            if self._wake is not None:
-                self._flush_wake(now + delay)
-            k.event = event = Timeout(env, delay, k)
-            event.callbacks.append(self._complete)
+            k.at = now + max(k.remaining, 0.0) / rate  # as SimPy adds a timeout's delay to now
+            k.eid = next(env._eid)
+            if not k.queued:
+                k.queued = True
+                self._due.append(k)
 
-    def _complete(self, event: Timeout) -> None:
+    def _push_due(self) -> None:
+        """Push the completion of every kernel whose rate changed; an earlier one it had is superseded."""
+        queue = self.env._queue
+        complete = self._complete
+        for k in self._due:
+            k.queued = False
+            k.event = event = _Due(complete, k)
+            heappush(queue, (k.at, NORMAL, k.eid, event))
+        self._due = []
+
+    def _complete(self, event: _Due) -> None:
         kernel = event._value
         if event is not kernel.event:
-            return  # superseded: the kernel's rate changed after this completion was scheduled
-        kernel.event = None
+            return  # superseded: the kernel's rate changed after this completion was pushed
         running = self.running
         running.remove(kernel)
         if running:
             self._resolve_rates()
         self._finish(kernel)
-        if self._wake is not None:
-            self._settle()
+        self._callback_done()
 
     def _finish(self, kernel: _Kernel) -> None:
         self._record_run(kernel, kernel.start)
@@ -452,7 +509,7 @@ class Engine:
         self._advance(stream)
 
     def _record_run(self, kernel: _Kernel, start: float) -> None:
-        now = self.env.now
+        now = self.env._now
         stream = kernel.stream
         self.kernels.append(_tuple_new(KernelRun, (kernel.index, kernel.name, stream.name, start, now,
                                                    kernel.region, kernel.replay)))
@@ -481,7 +538,7 @@ def _without_gc(function: Callable[..., _T], *args: object) -> _T:
             gc.enable()
 
 
-def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], issued: list[Issued]) -> list[HostSpan]:
+def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], ops: tuple[Op, ...]) -> list[HostSpan]:
     """Lay each logged batch of host calls end to end from the time it was issued."""
     spans: list[HostSpan] = []
     append = spans.append
@@ -491,7 +548,7 @@ def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], issued: list
         for entry in [*held, item] if item is not None else held:
             cost = entry[1]
             if cost > 0:
-                fields = issued[entry[2]].op.__dict__
+                fields = ops[entry[2]].__dict__
                 kind = fields["op"]
                 key = (kind, fields.get("kernel") or fields.get("graph"))
                 label = labels.get(key)

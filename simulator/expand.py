@@ -55,7 +55,7 @@ class Expansion:
     warnings: list[str] = field(default_factory=list)
 
 
-def _default_costs(host: HostCosts) -> dict[str, float]:
+def default_costs(host: HostCosts) -> dict[str, float]:
     """The program's default host cost of each op kind (capture markers cost nothing)."""
     return {"launch": host.launch_us, "record": host.record_us, "wait": host.wait_us,
             "wait_stream": host.record_us + host.wait_us, "set_stream": host.set_stream_us, "sync": host.sync_us,
@@ -66,7 +66,13 @@ def host_cost(op: Op, host: HostCosts) -> float:
     """The host time of one eager API call: the op's own ``host_us`` or the program's default for its kind."""
     if op.host_us is not None:
         return op.host_us
-    return _default_costs(host).get(op.op, 0.0)
+    return default_costs(host).get(op.op, 0.0)
+
+
+def never_recorded(index: int, event: str) -> str:
+    """The warning for ``ops[index]``, a wait on an event no op recorded before it."""
+    return (f"ops[{index}]: wait on event {event!r} that was never recorded "
+            "(a no-op, as in CUDA: no ordering is established)")
 
 
 @dataclass(slots=True)
@@ -92,7 +98,7 @@ def expand(program: Program) -> Expansion:
     """Resolve capture/replay and host costs; collect capture-legality errors and warnings."""
     out = Expansion()
     issued = out.issued
-    costs = _default_costs(program.host)
+    costs = default_costs(program.host)
     graphs: dict[str, list[tuple[int, Op]]] = {}
     recorded: set[str] = set()
     capture: _Capture | None = None
@@ -125,8 +131,7 @@ def expand(program: Program) -> Expansion:
             if kind == "record":
                 recorded.add(op.event)
             elif kind == "wait" and op.event not in recorded:
-                out.warnings.append(f"ops[{index}]: wait on event {op.event!r} that was never recorded "
-                                    "(a no-op, as in CUDA: no ordering is established)")
+                out.warnings.append(never_recorded(index, op.event))
             cost = op.host_us
             issued.append(_tuple_new(Issued, (op, index, costs.get(kind, 0.0) if cost is None else cost, None)))
     if capture is not None:
