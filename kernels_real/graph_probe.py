@@ -4,7 +4,7 @@ CUDA-event timings of the same replays?
 ``python -m kernels_real.graph_probe --out DIR [--presets ...] [--tokens ...] [--replays N]`` writes, in the
 bench's layout, ``DIR/cases.json`` (graph records: ``median_us`` = the plain replays' median per layer, plus
 the figures below), ``DIR/env.json``, ``DIR/traces/*.json.gz`` (per case a graph trace of ``N`` replays and an
-eager trace of 3 warmed back-to-back layer calls, as ``bench`` takes them), and prints a table. GPU only
+eager trace of one warmed layer call per weight set, back to back), and prints a table. GPU only
 (CUDA; the calls are HIP-portable, ROCm was not run).
 
 Per token count × strategy (sequential, multi_stream) of a preset one graph of all weight sets is captured (as
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from kernels_real.bench import EAGER_TRACE_CALLS, GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step
+from kernels_real.bench import GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step
 from kernels_real.config import ConfigError, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
@@ -95,17 +95,17 @@ class Case:
                         "trace": f"traces/{self.name('graph')}"}
 
     def eager_trace(self, out: Path) -> None:
+        """One warmed eager layer call per weight set, back to back (the graph runs each set once)."""
         sets = len(self.weights)
 
         def calls() -> None:
-            for i in range(EAGER_TRACE_CALLS):
-                self.layer(self.x, self.weights[i % sets], self.strategy)
-        for i in range(3):
-            self.layer(self.x, self.weights[i % sets], self.strategy)
+            for i in range(sets):
+                self.layer(self.x, self.weights[i], self.strategy)
+        calls()
         meta = self.meta("eager") | {
-            "layers_per_replay": 1, "layers_per_trace": EAGER_TRACE_CALLS,
-            "note": f"graph_probe: {EAGER_TRACE_CALLS} warmed eager layer calls back to back (rotating weight "
-                    "sets), one device sync before and after; median_us is the graph replays' (no eager timing)"}
+            "layers_per_replay": 1, "layers_per_trace": sets,
+            "note": f"graph_probe: {sets} warmed eager layer calls back to back (one per weight set, as in the "
+                    "graph), one device sync before and after; median_us is the graph replays' (no eager timing)"}
         _trace(calls, out / "traces" / self.name("eager"), meta, True)
 
 
