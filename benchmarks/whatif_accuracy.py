@@ -1,6 +1,7 @@
 """Accuracy of the trace-driven what-if against kernels_real's measurements (issue 5's targets).
 
-    python benchmarks/whatif_accuracy.py [DIR] [--run SUBDIR] [--profile P] [--eager-durations traced|graph] [--json]
+    python benchmarks/whatif_accuracy.py [DIR] [--run SUBDIR] [--profile P] [--eager-durations traced|graph]
+                                         [--graph-durations graph|traced] [--json]
 
 DIR (default: the last ``calibration/measurements/**/`` folder holding ``kernels_real/``) holds
 ``kernels_real/cases.json`` (graph medians), ``kernels_real/traces/`` and, when present, eager re-runs
@@ -15,7 +16,8 @@ predicts the multi_stream time of the same preset and token count:
 
 - graph: the eager trace's kernels replayed as one graph (node gap and replay cost from the profile), with
   kernel durations taken from the case's sequential graph trace, mapped by position in the kernel sequence
-  (the graph trace has no ranges; its kernel order and count match the eager trace's, L copies per replay);
+  (the graph trace has no ranges; its kernel order and count match the eager trace's, L copies per replay),
+  or (``--graph-durations traced``) as in the eager trace itself;
 - eager: the trace replayed as traced, host time between submissions scaled by the factor that makes the
   replay of the sequential trace last the measured sequential median (takes the profiler's slowdown of the
   host out; uses only the sequential run; the scale is printed);
@@ -52,6 +54,7 @@ SIGN_MIN_GAIN = 0.02
 SANITY = 0.02
 PREDICTORS = ("raw_us", "anchored_us", "nochange_us")
 EAGER_RERUNS = ("kernels_real_eager2", "kernels_real_eager")  # first present wins
+_DURATIONS = {"graph": "from the sequential graph trace", "traced": "as in the eager trace"}
 
 
 def _latest() -> Path:
@@ -79,8 +82,8 @@ def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:
     return real, next((folder / d for d in EAGER_RERUNS if (folder / d / "cases.json").is_file()), real)
 
 
-def evaluate(folder: Path, run: str | None, profile: str | None,
-             eager_durations: str) -> tuple[list[dict], dict[str, str]]:
+def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations: str,
+             graph_durations: str = "graph") -> tuple[list[dict], dict[str, str]]:
     real, rerun = sources_of(folder, run)
     eager_cases = rerun / "cases.json"
     medians = {"graph": _medians(real / "cases.json", "graph"), "eager": _medians(eager_cases, "eager")}
@@ -97,8 +100,8 @@ def evaluate(folder: Path, run: str | None, profile: str | None,
                           if (d / "traces" / name).is_file())
             if seq is None or ms is None:
                 continue
-            overlay = graph_trace if graph_trace.exists() and (mode == "graph" or eager_durations == "graph") \
-                else None
+            durations = graph_durations if mode == "graph" else eager_durations
+            overlay = graph_trace if graph_trace.exists() and durations == "graph" else None
             if mode == "graph":
                 r = run_whatif(trace, REGION, launch="graph", profile=profile, durations_from=overlay,
                                progress=False)
@@ -180,10 +183,11 @@ def _pct(x: float | None) -> str:
 
 
 def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict], sources: dict[str, str],
-             eager_durations: str) -> str:
+             eager_durations: str, graph_durations: str = "graph") -> str:
     lines = [f"Measurements: `{folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder}` "
              f"(graph medians: `{sources['graph']}`, eager medians: `{sources['eager']}`). "
-             f"Profile: {rows[0]['profile'] if rows else '-'}. Eager kernel durations: {eager_durations}.", "",
+             f"Profile: {rows[0]['profile'] if rows else '-'}. Kernel durations: graph mode "
+             f"{_DURATIONS[graph_durations]}, eager mode {_DURATIONS[eager_durations]}.", "",
              "| mode | predictor | cases | median err | target | worst err | target | sign wrong (abs gain > 2%) "
              "| met |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for s in sums:
@@ -214,6 +218,8 @@ def main() -> int:
     parser.add_argument("--profile", help="profile (default: matched to the traced GPU, calibrated first)")
     parser.add_argument("--eager-durations", choices=("traced", "graph"), default="traced",
                         help="eager kernel durations: as in the eager trace, or from the graph trace")
+    parser.add_argument("--graph-durations", choices=("graph", "traced"), default="graph",
+                        help="graph-mode kernel durations: from the graph trace (default) or as in the eager trace")
     parser.add_argument("--no-sanity", action="store_true", help="skip the as-traced replay of every trace")
     parser.add_argument("--json", action="store_true", help="machine-readable output (default: markdown)")
     args = parser.parse_args()
@@ -222,14 +228,14 @@ def main() -> int:
         folder = folder.parent
     if args.run is not None and not (folder / args.run / "cases.json").is_file():
         parser.error(f"{folder / args.run} has no cases.json")
-    rows, sources = evaluate(folder, args.run, args.profile, args.eager_durations)
+    rows, sources = evaluate(folder, args.run, args.profile, args.eager_durations, args.graph_durations)
     sums = [summary(rows, mode, col) for mode in ("graph", "eager") for col in PREDICTORS]
     checks = [] if args.no_sanity else sanity(folder, args.run, args.profile)
     if args.json:
         print(json.dumps({"folder": str(folder), "sources": sources, "rows": rows, "summary": sums,
                           "sanity": checks}, indent=2))
     else:
-        print(markdown(folder, rows, sums, checks, sources, args.eager_durations), end="")
+        print(markdown(folder, rows, sums, checks, sources, args.eager_durations, args.graph_durations), end="")
     return 0
 
 
