@@ -50,6 +50,7 @@ from simulator.sharing import Demand, FluidSharing, SharingModel, water_fill
 
 _EPS = 1e-9
 _tuple_new = tuple.__new__
+_new = object.__new__
 _T = TypeVar("_T")
 
 # What the host does with each issued op (the first field of a plan entry).
@@ -59,13 +60,18 @@ _CAPTURE_KINDS = frozenset({"capture_begin", "capture_end", "replay"})
 
 
 class _Due(Event):
-    """An event put straight onto SimPy's queue: ``Environment.step`` reads only ``callbacks`` and ``_ok``
-    (what ``Timeout`` sets up, without its argument checks and ``schedule`` call)."""
+    """An event put straight onto SimPy's queue. ``Environment.step`` reads only ``callbacks`` (which it
+    replaces with None, so a list of callbacks can be shared by many events) and ``_ok``; ``_value`` carries
+    the kernel. Made by :func:`_due`, or inline on the hot paths, without ``Event.__init__``."""
 
-    def __init__(self, callback: Callable[[Any], None], value: object) -> None:
-        self.callbacks = [callback]
-        self._ok = True
-        self._value = value
+    _ok = True
+
+
+def _due(callbacks: list[Callable[[Any], None]], value: object) -> _Due:
+    event = _new(_Due)
+    event.callbacks = callbacks
+    event._value = value
+    return event
 
 
 class _Kernel:
@@ -145,6 +151,9 @@ class Engine:
         self._wake: tuple[float, int] | None = None  # (time, event id) of a host wake-up not yet pushed
         self._due: list[_Kernel] = []  # kernels whose completion is still to be pushed
         self._pairs: dict[tuple[int, int], tuple[float, ...]] = {}
+        self._on_complete = [self._complete]  # callback lists shared by the events pushed
+        self._on_gap = [self._gap_passed]
+        self._on_wake = [self._host_wake]
 
     def run(self) -> SimResult:
         return _without_gc(self._run)
@@ -313,31 +322,33 @@ class Engine:
         """Wake the host at exactly ``t``: SimPy's ``now + delay`` cannot always land on a time the host
         reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself."""
         env = self.env
-        heappush(env._queue, (t, NORMAL, next(env._eid), _Due(self._host_wake, None)))
+        heappush(env._queue, (t, NORMAL, next(env._eid), _due(self._on_wake, None)))
 
     def _host_wake(self, _event: object) -> None:
         self._host_run(self.env._now, False)
         self._callback_done()
 
     def _callback_done(self) -> None:
-        """At the end of a callback: settle a host wake-up it asked for, push the completions it changed."""
-        if self._wake is not None:
-            self._settle()
+        """At the end of a callback: push the completions it changed, settle a host wake-up it asked for."""
         if self._due:
             self._push_due()
+        if self._wake is not None:
+            self._settle()
+            if self._due:  # the host did launch at once (its wake-up time rounded to now)
+                self._push_due()
 
     def _settle(self) -> None:
         """Run the host ahead to its wake-up time if nothing is scheduled before it, else push the wake-up
-        (with the id it took when the host asked for it)."""
+        (with the id it took when the host asked for it). Every completion is pushed already."""
         t, eid = self._wake
         self._wake = None
-        if t < self._peek():
+        if t < self.env.peek():
             if self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
                 self._blocked = "queue"  # what the host finds at t (the launch is paid for)
             else:
                 self._host_run(t, False)
         else:
-            heappush(self.env._queue, (t, NORMAL, eid, _Due(self._host_wake, None)))
+            heappush(self.env._queue, (t, NORMAL, eid, _due(self._on_wake, None)))
 
     def _apply_held(self) -> None:
         """Apply the records, waits and stream switches issued since the last launch, in host order."""
@@ -396,7 +407,7 @@ class Engine:
             stream.busy = True
             if gap > 0:
                 env = self.env
-                heappush(env._queue, (env._now + gap, NORMAL, next(env._eid), _Due(self._gap_passed, head)))
+                heappush(env._queue, (env._now + gap, NORMAL, next(env._eid), _due(self._on_gap, head)))
             else:
                 self._start(head)
 
@@ -441,16 +452,13 @@ class Engine:
     def _pair_rates(self, a: _Kernel, b: _Kernel) -> tuple[float, ...]:
         """The default model's rates for two kernels (``FluidSharing.rates``' arithmetic), remembered per
         pair of demands."""
-        key = (a.demand_id, b.demand_id)
-        rates = self._pairs.get(key)
-        if rates is None:
-            sm, bw, tc = self._capacity
-            da, db = a.demand, b.demand
-            if da[0] + db[0] <= sm and da[1] + db[1] <= bw and da[2] + db[2] <= tc:
-                rates = (1.0, 1.0)
-            else:
-                rates = tuple(water_fill([da, db], [sm, bw, tc]))
-            self._pairs[key] = rates
+        sm, bw, tc = self._capacity
+        da, db = a.demand, b.demand
+        if da[0] + db[0] <= sm and da[1] + db[1] <= bw and da[2] + db[2] <= tc:
+            rates = (1.0, 1.0)
+        else:
+            rates = tuple(water_fill([da, db], [sm, bw, tc]))
+        self._pairs[(a.demand_id, b.demand_id)] = rates
         return rates
 
     def _resolve_rates(self) -> None:
@@ -463,7 +471,8 @@ class Engine:
         elif n == 1:
             rates = (running[0].solo,)
         elif n == 2:
-            rates = self._pair_rates(running[0], running[1])
+            a, b = running
+            rates = self._pairs.get((a.demand_id, b.demand_id)) or self._pair_rates(a, b)
         else:
             rates = self._fluid.rates([k.demand for k in running])
         env = self.env
@@ -483,10 +492,12 @@ class Engine:
     def _push_due(self) -> None:
         """Push the completion of every kernel whose rate changed; an earlier one it had is superseded."""
         queue = self.env._queue
-        complete = self._complete
+        callbacks = self._on_complete
         for k in self._due:
             k.queued = False
-            k.event = event = _Due(complete, k)
+            k.event = event = _new(_Due)
+            event.callbacks = callbacks
+            event._value = k
             heappush(queue, (k.at, NORMAL, k.eid, event))
         self._due = []
 
@@ -502,8 +513,12 @@ class Engine:
         self._callback_done()
 
     def _finish(self, kernel: _Kernel) -> None:
-        self._record_run(kernel, kernel.start)
+        now = self.env._now
         stream = kernel.stream
+        start = kernel.start
+        self.kernels.append(_tuple_new(KernelRun, (kernel.index, kernel.name, stream.name, start, now,
+                                                   kernel.region, kernel.replay)))
+        stream.busy_us += now - start
         stream.busy = False
         self._item_done(stream)
         self._advance(stream)
