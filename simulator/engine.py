@@ -81,13 +81,10 @@ class _Kernel:
     def __init__(self, plan: tuple) -> None:
         _, _, self.index, self.stream, self.gap, self.replay, self.name, self.region, self.remaining, self.demand, \
             self.demand_id, self.solo = plan
-        self.rate = 1.0
-        self.start = 0.0
-        self.updated = 0.0
-        self.at = 0.0  # when it completes at its current rate, and the id that completion's event takes
-        self.eid = 0
         self.queued = False  # its completion is still to be pushed
-        self.event: _Due | None = None
+        # Set when it starts: ``start``, ``updated`` (when ``remaining`` was last brought up to date) and
+        # ``rate``; when its rate changes: ``at`` and ``eid`` (its completion's time and event id), then
+        # ``event`` (the completion pushed; an earlier one is superseded).
 
 
 class _WaitItem:
@@ -123,6 +120,7 @@ class Engine:
         self.program = program
         self.sharing = sharing or FluidSharing()
         self.env = simpy.Environment()
+        self._eids = self.env._eid  # the counter SimPy numbers its events with
         self.streams = {name: _Stream(name, spec.kind) for name, spec in program.streams.items()}
         blocking = [s for s in self.streams.values() if s.kind == "blocking"]
         default = [s for s in self.streams.values() if s.kind == "default"]
@@ -256,6 +254,7 @@ class Engine:
         plan = self._plan
         end = len(plan)
         held = self._held
+        cost = self._held_cost
         i = self._next
         self._blocked = None
         while i < end:
@@ -263,36 +262,37 @@ class Engine:
             what = item[0]
             if what >= _RECORD:
                 held.append(item)
-                self._held_cost += item[1]
+                cost += item[1]
                 i += 1
                 continue
             if not self._paid:
                 self._paid = True
-                delay = self._held_cost + item[1]
+                delay = cost + item[1]
                 if delay > 0:
                     self._next = i
+                    self._held_cost = cost
                     self._host_log.append((t, held, item))
                     t += delay
                     if nested:
-                        self._wake = (t, next(env._eid))  # the id its timeout would have taken now
+                        self._wake = (t, next(self._eids))  # the id its timeout would have taken now
                         return
                     if t >= self._peek():
                         self._sleep_until(t)
                         return
             if what == _LAUNCH and self.pending_launches >= self._depth:
                 self._next = i
+                self._held_cost = cost
                 self._blocked = "queue"
                 return
             if t != env._now and not _settled(item):
                 self._next = i
+                self._held_cost = cost
                 self._sleep_until(t)
                 return
             if held:
-                self._apply_held()
-            else:
-                self._held_cost = 0.0
-                self._held = []  # a fresh list: the logged one must not grow
-            held = self._held
+                self._apply_held(held)
+            self._held = held = []  # a fresh list: a logged one must not grow
+            self._held_cost = cost = 0.0
             i += 1
             self._paid = False
             if what == _LAUNCH:
@@ -300,17 +300,22 @@ class Engine:
                 for other in stream.legacy:
                     self._wait(stream, other, other.enqueued, "legacy-default-sync")
                 self.pending_launches += 1
-                self._enqueue(stream, _Kernel(item))
+                stream.queue.append(_Kernel(item))  # as _enqueue does
+                stream.enqueued += 1
+                self.outstanding += 1
+                if not stream.busy:
+                    self._advance(stream)
             elif self.outstanding:
                 self._next = i
                 self._blocked = "sync"
                 return
         self._next = i
-        tail = self._held_cost
-        if tail > 0:
+        if cost > 0:
             self._host_log.append((t, held, None))
-        self._apply_held()
-        self.host_end = t + tail
+        self._apply_held(held)
+        self._held = []
+        self._held_cost = 0.0
+        self.host_end = t + cost
 
     def _peek(self) -> float:
         """The time of the next event, completions not pushed yet included."""
@@ -322,38 +327,36 @@ class Engine:
         """Wake the host at exactly ``t``: SimPy's ``now + delay`` cannot always land on a time the host
         reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself."""
         env = self.env
-        heappush(env._queue, (t, NORMAL, next(env._eid), _due(self._on_wake, None)))
+        heappush(env._queue, (t, NORMAL, next(self._eids), _due(self._on_wake, None)))
 
     def _host_wake(self, _event: object) -> None:
         self._host_run(self.env._now, False)
         self._callback_done()
 
     def _callback_done(self) -> None:
-        """At the end of a callback: push the completions it changed, settle a host wake-up it asked for."""
+        """At the end of a callback: push the completions it changed; settle a host wake-up it asked for by
+        running the host ahead to it if nothing is scheduled before, else by pushing the wake-up (with the id
+        it took when the host asked)."""
         if self._due:
             self._push_due()
-        if self._wake is not None:
-            self._settle()
+        wake = self._wake
+        if wake is None:
+            return
+        self._wake = None
+        t, eid = wake
+        if t >= self.env.peek():
+            heappush(self.env._queue, (t, NORMAL, eid, _due(self._on_wake, None)))
+        elif self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
+            self._blocked = "queue"  # what the host finds at t (the launch is paid for)
+        else:
+            self._host_run(t, False)
             if self._due:  # the host did launch at once (its wake-up time rounded to now)
                 self._push_due()
 
-    def _settle(self) -> None:
-        """Run the host ahead to its wake-up time if nothing is scheduled before it, else push the wake-up
-        (with the id it took when the host asked for it). Every completion is pushed already."""
-        t, eid = self._wake
-        self._wake = None
-        if t < self.env.peek():
-            if self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
-                self._blocked = "queue"  # what the host finds at t (the launch is paid for)
-            else:
-                self._host_run(t, False)
-        else:
-            heappush(self.env._queue, (t, NORMAL, eid, _due(self._on_wake, None)))
-
-    def _apply_held(self) -> None:
+    def _apply_held(self, held: list[tuple]) -> None:
         """Apply the records, waits and stream switches issued since the last launch, in host order."""
         events = self.events
-        for item in self._held:
+        for item in held:
             what = item[0]
             if what == _RECORD:
                 stream = item[3]
@@ -365,8 +368,6 @@ class Engine:
             elif what == _WAIT_STREAM:
                 on = item[4]
                 self._wait(item[3], on, on.enqueued, item[5])
-        self._held = []
-        self._held_cost = 0.0
 
     def _wait(self, stream: _Stream, target: _Stream, count: int, event: str) -> None:
         if target is stream or target.done >= count:
@@ -407,7 +408,7 @@ class Engine:
             stream.busy = True
             if gap > 0:
                 env = self.env
-                heappush(env._queue, (env._now + gap, NORMAL, next(env._eid), _due(self._on_gap, head)))
+                heappush(env._queue, (env._now + gap, NORMAL, next(self._eids), _due(self._on_gap, head)))
             else:
                 self._start(head)
 
@@ -415,13 +416,19 @@ class Engine:
         stream.done += 1
         stream.done_times.append(self.env._now)
         self.outstanding -= 1
-        if stream.waiters:
+        waiters = stream.waiters
+        if waiters:
             done = stream.done
-            woken = [s for count, s in stream.waiters if count <= done]
-            if woken:
-                stream.waiters = [(c, s) for c, s in stream.waiters if c > done]
-                for other in woken:
-                    self._advance(other)
+            if len(waiters) == 1:
+                if waiters[0][0] <= done:
+                    stream.waiters = []
+                    self._advance(waiters[0][1])
+            else:
+                woken = [s for count, s in waiters if count <= done]
+                if woken:
+                    stream.waiters = [(c, s) for c, s in waiters if c > done]
+                    for other in woken:
+                        self._advance(other)
         if self.outstanding == 0 and self._blocked == "sync":
             self._host_run(self.env._now, True)
 
@@ -475,16 +482,16 @@ class Engine:
             rates = self._pairs.get((a.demand_id, b.demand_id)) or self._pair_rates(a, b)
         else:
             rates = self._fluid.rates([k.demand for k in running])
-        env = self.env
-        now = env._now
+        now = self.env._now
         for k, rate in zip(running, rates, strict=True):
             if rate == k.rate:
                 continue
-            k.remaining -= k.rate * (now - k.updated)
+            k.remaining = remaining = k.remaining - k.rate * (now - k.updated)
             k.updated = now
             k.rate = rate
-            k.at = now + max(k.remaining, 0.0) / rate  # as SimPy adds a timeout's delay to now
-            k.eid = next(env._eid)
+            # max(remaining, 0.0) / rate, added to now as SimPy adds a timeout's delay
+            k.at = now + (0.0 if remaining < 0.0 else remaining) / rate
+            k.eid = next(self._eids)
             if not k.queued:
                 k.queued = True
                 self._due.append(k)
