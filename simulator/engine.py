@@ -154,7 +154,10 @@ class Engine:
         self._on_wake = [self._host_wake]
 
     def run(self) -> SimResult:
-        return _without_gc(self._run)
+        try:
+            return _without_gc(self._run)
+        finally:
+            self._on_complete = self._on_gap = self._on_wake = []  # bound methods: no cycle outlives the run
 
     def _run(self) -> SimResult:
         self._plan, warnings = self._translate_program()
@@ -512,6 +515,7 @@ class Engine:
         kernel = event._value
         if event is not kernel.event:
             return  # superseded: the kernel's rate changed after this completion was pushed
+        kernel.event = None  # the event holds the kernel: no cycle left behind
         running = self.running
         running.remove(kernel)
         if running:
