@@ -13,20 +13,21 @@ Semantics (each one is tested against a hand-computed timeline):
   the host blocks;
 - running kernels progress at the rates the sharing model gives them, re-solved at every start and end.
 
-Speed: records, waits and stream switches only change queue order, never device timing, so their host cost
-is folded into the next launch's delay. The host runs ahead without a SimPy event while its next call
-falls strictly before the next scheduled event and only appends to streams that are busy (so it cannot
-change any start time); it sleeps on an event when that call would start work, at a tie with another
-event, and blocks at a sync or a full queue. Events go straight onto SimPy's queue as ``(time, priority,
-id, event)``, as ``Environment.schedule`` puts them, each taking its id when the first engine would have
-created its timeout: events at the same time then run in that engine's order, even when one is pushed
-later. That lets a kernel's completion wait until the end of the callback that changed its rate (a rate
-re-solved twice at one instant, as when two kernels start together, schedules one completion, not two),
-and a host wake-up wait until the callback shows whether the host can run ahead instead. Eager programs
-are translated in one pass from the ops (programs that capture graphs go through :func:`expand` first)
-into flat tuples; the default fluid model's one- and two-kernel cases are solved inline with the same
-arithmetic as :class:`FluidSharing` (pairs remembered per pair of demands), host spans are built only when
-read, and the garbage collector is paused while the engine runs (it creates no reference cycles).
+Speed: records, waits and stream switches only change queue order, never device timing, so their host cost is
+folded into the next launch's delay. The host runs ahead without a SimPy event while its next call falls
+strictly before the next scheduled event and only appends to streams that are busy (so it cannot change any
+start time); it sleeps on an event when that call would start work, at a tie with another event, and blocks at
+a sync or a full queue. Events go straight onto SimPy's queue as ``(time, priority, id, event)``, as
+``Environment.schedule`` puts them (SimPy 4's ``_queue`` and ``_eid``: hence simpy < 5 in pyproject), each
+taking its id when the first engine would have created its timeout: events at the same time then run in that
+engine's order, even when one is pushed later. That lets a kernel's completion wait until the end of the
+callback that changed its rate (a rate re-solved twice at one instant, as when two kernels start together,
+schedules one completion, not two), and a host wake-up wait until the callback shows whether the host can run
+ahead instead. Eager programs are translated in one pass from the ops (programs that capture graphs go through
+:func:`expand` first) into flat tuples; the default fluid model's one- and two-kernel cases are solved inline
+with the same arithmetic as :class:`FluidSharing` (pairs remembered per pair of demands), host spans are built
+only when read, and the garbage collector is paused while the engine runs (a run leaves no reference cycles: a
+kernel lets go of its completion event once it ends).
 """
 
 from __future__ import annotations
