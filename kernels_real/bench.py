@@ -238,7 +238,9 @@ class Sweep:
         With ``--interleave-eager`` every eager case of the preset (all token counts × strategies) is prepared
         first and then timed interleaved (``Timer.measure_interleaved``). Tracing runs after all timing
         because a profiler session can leave CUPTI hooks that slow later kernel launches, which would bias
-        eager timings measured after it.
+        eager timings measured after it; with ``--trace-timed-graphs`` the graph cases to trace are traced at
+        the end of their preset's timing, on the graph instances that were timed (run one preset per process
+        then, so no profiler session precedes another preset's timing).
         """
         n_sets = _weight_sets(cfg, self.gpu, self.args.weight_sets)
         if n_sets < 1:
@@ -248,6 +250,7 @@ class Sweep:
         layer = MoELayer(cfg, self.device)
         weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
         eager_steps: dict[tuple[int, str], Callable[[int], None]] = {}
+        timed_graphs: list[tuple[int, str, Callable[[int], None], int]] = []
         for t in tokens:
             gen = torch.Generator(device=self.device).manual_seed(7 + t)
             x = torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
@@ -261,6 +264,9 @@ class Sweep:
                     if self.out_of_time():
                         self.skipped.append(f"{label}: --budget-s {self.args.budget_s} s ran out")
                         continue
+                    keep_graph = mode == "graph" and self.args.trace_timed_graphs and self._traced(cfg, t)
+                    if trace_pass and keep_graph:
+                        continue  # traced right after its timing, on the graph that was timed
                     step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
                     if trace_pass:
                         self._trace_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
@@ -268,6 +274,8 @@ class Sweep:
                         eager_steps[(t, strategy)] = step
                     else:
                         self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
+                        if keep_graph:
+                            timed_graphs.append((t, strategy, step, layers_per_step))
         if eager_steps:
             rounds = QUICK_EAGER_ROUNDS if self.args.quick else EAGER_ROUNDS
             order = (f"interleaved across all tokens × strategies of the preset, {rounds} rounds "
@@ -277,10 +285,16 @@ class Sweep:
             for (t, strategy), bursts in sorted(timed.items()):
                 self._record_case(cfg, layer, t, strategy, "eager", [x for b in bursts for x in b], 1, n_sets,
                                   order, bursts)
-        del weights, layer
+        for t, strategy, step, layers_per_step in timed_graphs:  # after all of the preset's timing
+            self._trace_case(cfg, layer, t, strategy, "graph", step, layers_per_step, n_sets)
+        del weights, layer, timed_graphs
         gc.collect()
         if self.gpu:
             torch.cuda.empty_cache()
+
+    def _traced(self, cfg: MoEConfig, tokens: int) -> bool:
+        """Whether the trace pass covers this preset and token count."""
+        return cfg.name.removesuffix("-tiny") in self.args.trace_presets and tokens in self.args.trace_tokens
 
     def _prepare(self, layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str,
                  mode: str) -> tuple[Callable[[int], None], int]:
@@ -420,6 +434,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--graph-trace-replays", type=int, default=1,
                    help="back-to-back replays per graph trace (default 1; more average out the profiler's "
                         "per-replay noise)")
+    p.add_argument("--trace-timed-graphs", action="store_true",
+                   help="trace each traced graph case on the graph instance that was timed, after all of its "
+                        "preset's timing (default: a graph captured anew in the trace pass)")
     p.add_argument("--trace-only", action="store_true",
                    help="no timing: trace the given presets x tokens x strategies x modes (no median_us in them)")
     return p.parse_args(argv)
