@@ -52,6 +52,23 @@ def test_graph_durations_refuse_another_kernel_sequence(moe_trace: Path, tmp_pat
                    durations_from=_graph_trace(tmp_path / "h.json", NAMES[:5], [[1.0] * 5], 0.5), progress=False)
 
 
+def test_graph_durations_let_a_copy_face_a_copy_kernel(tmp_path: Path) -> None:
+    """A graph may run a memcpy node as a copy kernel: the copy takes that op's duration; a kernel of the
+    replayed trace at the copy's position is still refused."""
+    s = Synth()
+    s.launch("gemm", 10.0)
+    s.launch("Memcpy DtoD (Device -> Device)", 1.0)["cat"] = "gpu_memcpy"
+    s.launch("add", 2.0)
+    eager = tmp_path / "eager.json"
+    eager.write_text(s.dumps())
+    graph = _graph_trace(tmp_path / "graph.json", ["gemm", "copy_kernel", "add"], [[10.0, 3.0, 2.0]], 0.0)
+    r = run_whatif(eager, None, launch="graph", profile=PROFILE, durations_from=graph, progress=False)
+    assert r.baseline_us == pytest.approx(10 + 3 + 2)  # one graph, node gap 0: the copy kernel's 3 µs
+    misaligned = _graph_trace(tmp_path / "bad.json", ["gemm", "add", "add"], [[10.0, 2.0, 2.0]], 0.0)
+    with pytest.raises(InputError, match="kernel sequences differ"):
+        run_whatif(eager, None, launch="graph", profile=PROFILE, durations_from=misaligned, progress=False)
+
+
 def test_host_scale_shrinks_host_bound_time(tmp_path: Path) -> None:
     s = Synth()
     for _ in range(4):

@@ -4,9 +4,11 @@ A CUDA-graph trace carries no ``record_function`` ranges or operator shapes, but
 replay runs them (back to back, warm clocks). When the graph trace holds ``L`` replayed copies of the eager
 trace's GPU ops in the same order, the eager op at position ``i`` takes the mean duration of the graph ops
 at positions ``i, i + n, …, i + (L - 1) n`` (``n`` = the eager op count). The mapping is by position only;
-it is refused unless every mapped op has the same kind and kernel name. When the replayed trace itself holds
-``N`` layer calls (``layers``: an eager trace's ``moesim_layers_per_trace``), ``n`` is its op count over ``N``
-and its op at position ``i`` maps to the graph ops at ``i mod n, i mod n + n, …``.
+it is refused unless every kernel of the replayed trace faces kernels of the same name. A copy (memcpy or
+memset) may face any op but one of the replayed trace's kernels: a graph may run a copy node as a copy kernel
+or run independent copy nodes in another order; the copy takes the mean duration of what it faces. When the
+replayed trace itself holds ``N`` layer calls (``layers``: an eager trace's ``moesim_layers_per_trace``), ``n``
+is its op count over ``N`` and its op at position ``i`` maps to the graph ops at ``i mod n, i mod n + n, …``.
 """
 
 from __future__ import annotations
@@ -34,11 +36,12 @@ def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[s
                                                                     else ""))
     copies = len(ops) // n
     order = sorted(range(len(launches)), key=lambda k: _gpu(launches[k]).ts)
+    kernels = {_gpu(item).name for item in launches if _gpu(item).kind == "kernel"}
     for pos, k in enumerate(order):
         mine = _gpu(launches[k])
         same = ops[pos % n::n]
         for op in same:
-            if op.kind != mine.kind or (op.kind == "kernel" and op.name != mine.name):
+            if _mismatch(mine, op, kernels):
                 raise InputError(f"{other.source}: GPU op #{pos} is {op.name!r}, the replayed trace has "
                                  f"{mine.name!r} there; kernel sequences differ")
         launches[k].gpu = mine._replace(dur=statistics.fmean(op.dur for op in same))
@@ -51,6 +54,14 @@ def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[s
     gap = max(0.0, statistics.median(gaps)) if gaps else 0.0
     return (f"kernel durations and node gap ({gap:.3f} µs) from {other.source} ({copies} replayed copies of "
             f"the {n} GPU ops, mapped by position)"), gap
+
+
+def _mismatch(mine: GpuOp, op: GpuOp, kernels: set[str]) -> bool:
+    """Whether ``op`` cannot stand for ``mine``: a kernel needs a kernel of its name; a copy anything but one
+    of the replayed trace's kernels."""
+    if mine.kind == "kernel":
+        return op.kind != "kernel" or op.name != mine.name
+    return op.kind == "kernel" and op.name in kernels
 
 
 def _gpu(item: Item) -> GpuOp:
