@@ -229,7 +229,8 @@ def main() -> int:
     if args.run is not None and not (folder / args.run / "cases.json").is_file():
         parser.error(f"{folder / args.run} has no cases.json")
     rows, sources = evaluate(folder, args.run, args.profile, args.eager_durations, args.graph_durations)
-    sums = [summary(rows, mode, col) for mode in ("graph", "eager") for col in PREDICTORS]
+    modes = [mode for mode in ("graph", "eager") if any(r["mode"] == mode for r in rows)]  # measured ones
+    sums = [summary(rows, mode, col) for mode in modes for col in PREDICTORS]
     checks = [] if args.no_sanity else sanity(folder, args.run, args.profile)
     if args.json:
         print(json.dumps({"folder": str(folder), "sources": sources, "rows": rows, "summary": sums,
