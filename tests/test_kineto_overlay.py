@@ -33,13 +33,17 @@ def _graph_trace(path: Path, names: list[str], durs: list[list[float]], gap: flo
 NAMES = ["gate_gemm", "shared_up", "shared_down", "routed_up", "routed_down", "combine_add"]
 
 
-def test_graph_durations_by_position_and_node_gap(moe_trace: Path, tmp_path: Path) -> None:
-    graph = _graph_trace(tmp_path / "graph.json", NAMES, [[8, 20, 20, 30, 30, 4], [10, 24, 24, 34, 34, 6]], 0.5)
+def test_graph_durations_by_position_and_the_profiles_node_gap(moe_trace: Path, tmp_path: Path) -> None:
+    graph = _graph_trace(tmp_path / "graph.json", NAMES, [[8, 20, 20, 30, 30, 4], [10, 24, 24, 34, 34, 6]], 0.8)
     r = run_whatif(moe_trace, None, launch="graph", profile=PROFILE, durations_from=graph, progress=False)
-    # one graph: the means (9 + 22 + 22 + 32 + 32 + 5 = 122 µs) back to back, 5 node gaps of 0.5 µs
-    assert r.baseline_us == pytest.approx(122 + 5 * 0.5)
-    assert r.node_gap_us == pytest.approx(0.5)
+    gap = json.loads(Path(PROFILE).read_text())["host"]["node_gap_us"]["value"]
+    assert gap != 0.8
+    # one graph: the means (9 + 22 + 22 + 32 + 32 + 5 = 122 µs) back to back, 5 node gaps of the profile's (the
+    # graph trace's 0.8 µs gaps are profiled ones: reported, not replayed)
+    assert r.baseline_us == pytest.approx(122 + 5 * gap)
+    assert r.traced_node_gap_us == pytest.approx(0.8)
     assert "mapped by position" in r.durations
+    assert "not used" in r.to_json_dict()["sources"]["host"]
 
 
 def test_graph_durations_refuse_another_kernel_sequence(moe_trace: Path, tmp_path: Path) -> None:
@@ -63,7 +67,8 @@ def test_graph_durations_let_a_copy_face_a_copy_kernel(tmp_path: Path) -> None:
     eager.write_text(s.dumps())
     graph = _graph_trace(tmp_path / "graph.json", ["gemm", "copy_kernel", "add"], [[10.0, 3.0, 2.0]], 0.0)
     r = run_whatif(eager, None, launch="graph", profile=PROFILE, durations_from=graph, progress=False)
-    assert r.baseline_us == pytest.approx(10 + 3 + 2)  # one graph, node gap 0: the copy kernel's 3 µs
+    gap = json.loads(Path(PROFILE).read_text())["host"]["node_gap_us"]["value"]
+    assert r.baseline_us == pytest.approx(10 + 3 + 2 + 2 * gap)  # one graph: the copy kernel's 3 µs
     misaligned = _graph_trace(tmp_path / "bad.json", ["gemm", "add", "add"], [[10.0, 2.0, 2.0]], 0.0)
     with pytest.raises(InputError, match="kernel sequences differ"):
         run_whatif(eager, None, launch="graph", profile=PROFILE, durations_from=misaligned, progress=False)

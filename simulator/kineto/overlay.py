@@ -23,7 +23,8 @@ from simulator.kineto.program import HostTrace, Item
 def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[str, float]:
     """Replace the duration of every launched GPU op of ``host`` (which holds ``layers`` layer calls) by the
     mean of its layer position's copies in ``other`` (same device as ``host``); returns a note saying what was
-    done and the median gap between back-to-back ops on a stream of ``other`` (a graph trace's node gap)."""
+    done and the median gap between back-to-back ops on a stream of ``other`` (a graph trace's node gap, as
+    the profiler widened it: reported, not replayed)."""
     launches = [item for item in host.items if item.kind == "launch" and item.gpu is not None]
     ops = sorted((op for op in other.gpu_ops if op.device == host.device), key=lambda o: o.ts)
     if len(launches) % layers:
@@ -52,8 +53,8 @@ def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[s
             gaps.append(op.ts - end[op.stream])
         end[op.stream] = max(end.get(op.stream, op.ts), op.ts + op.dur)
     gap = max(0.0, statistics.median(gaps)) if gaps else 0.0
-    return (f"kernel durations and node gap ({gap:.3f} µs) from {other.source} ({copies} replayed copies of "
-            f"the {n} GPU ops, mapped by position)"), gap
+    return (f"kernel durations from {other.source} ({copies} replayed copies of the {n} GPU ops, mapped by "
+            "position)"), gap
 
 
 def _mismatch(mine: GpuOp, op: GpuOp, kernels: set[str]) -> bool:

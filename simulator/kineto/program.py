@@ -345,15 +345,14 @@ def stream_name(stream: int | str | None) -> str:
 
 
 def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch: LaunchMode,
-                    name: str = "trace", host_scale: float = 1.0, node_gap_us: float | None = None) -> Program:
+                    name: str = "trace", host_scale: float = 1.0) -> Program:
     """The IR program of ``items``: traced host time between submission points (as-traced; multiplied by
     ``host_scale``, e.g. to take a profiler's own slowdown of the host out), or one graph replay of the same
-    kernels (``graph``: the replay's host cost once, then ``node_gap_us`` or else the profile's node gap)."""
+    kernels (``graph``: the replay's host cost once, then the profile's node gap: a gap measured without a
+    profiler, which widens the gaps between graph nodes)."""
     graph = launch == "graph"
     if graph:
         costs = profile.host_costs("graph")
-        if node_gap_us is not None:
-            costs = HostCosts(**{**costs.model_dump(), "node_gap_us": node_gap_us, "kernel_gap_us": node_gap_us})
     else:
         costs = HostCosts(**{**profile.host_costs("eager").model_dump(), "kernel_gap_us": host.gap_us})
     ops = []

@@ -36,7 +36,7 @@ class WhatIf:
     moved: int = 0
     notes: list[str] = field(default_factory=list)
     durations: str = "kernel durations as traced"
-    node_gap_us: float | None = None
+    traced_node_gap_us: float | None = None
     layers: int = 1
 
     @property
@@ -83,9 +83,9 @@ class WhatIf:
             "sources": {
                 "durations": self.durations,
                 "host": "traced API call times and gaps" if self.launch == "as-traced"
-                else f"graph replay: replay cost from {self.profile.name}, node gap "
-                + (f"{self.node_gap_us:.3f} µs from the durations trace" if self.node_gap_us is not None
-                   else f"from {self.profile.name}"),
+                else f"graph replay: replay cost and node gap from {self.profile.name}"
+                + (f" (the durations trace's node gap, {self.traced_node_gap_us:.3f} µs, is a profiled one: "
+                   "not used)" if self.traced_node_gap_us is not None else ""),
                 "added_host_calls": f"{self.profile.name} host figures" if self.launch == "as-traced"
                 else "none (graph replay)",
                 "sharing": self.profile.interference.source,
@@ -152,9 +152,9 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
     host = import_trace(trace, prof, device=device, thread=thread)
     notes = []
     durations = "kernel durations as traced"
-    node_gap = None
+    traced_gap = None
     if durations_from is not None:
-        durations, node_gap = overlay_durations(host, read_trace(durations_from, progress=progress), layers)
+        durations, traced_gap = overlay_durations(host, read_trace(durations_from, progress=progress), layers)
         attach_demand(host.items, trace, host.device, prof)
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
@@ -162,15 +162,13 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
         notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
     del trace
     sharing = prof.sharing_model()
-    baseline = simulate(compile_program(host, host.items, prof, launch, name="baseline", host_scale=host_scale,
-                                        node_gap_us=node_gap),
+    baseline = simulate(compile_program(host, host.items, prof, launch, name="baseline", host_scale=host_scale),
                         sharing)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
-                    notes=notes, durations=durations, node_gap_us=node_gap, layers=layers)
+                    notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers)
     if region is not None:
         move = move_region(host, region, prof, launch, join_after)
-        program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}", host_scale=host_scale,
-                                  node_gap_us=node_gap)
+        program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}", host_scale=host_scale)
         report.whatif = simulate(program, sharing)
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes
