@@ -85,6 +85,14 @@ def _nvidia_smi() -> dict[str, str]:
     return dict(zip(fields.split(","), values, strict=False)) | {"time": dt.datetime.now().isoformat()}
 
 
+def run_env(device: torch.device, how: str | None) -> dict[str, object]:
+    """Where and when a GPU script ran: date, arguments, platform, nvidia-smi now, how it measured (``how``)
+    and that ROCm was not run."""
+    return {"date": dt.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:], **platform_info(device),
+            "nvidia_smi": _nvidia_smi(), "how": how,
+            "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
+
+
 def _stats(samples_us: list[float]) -> dict[str, float]:
     ordered = sorted(samples_us)
     return {

@@ -20,7 +20,6 @@ and for SiLU.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import random
@@ -33,10 +32,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernels_real.bench import _nvidia_smi, _weight_sets
+from kernels_real.bench import _weight_sets, run_env
 from kernels_real.config import ConfigError, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
-from kernels_real.streams import current_stream, platform_info, reset_current_stream
+from kernels_real.streams import current_stream, reset_current_stream
 
 VARIANTS = ("sequential", "multi_stream", "ms_no_events", "ms_same_stream")
 ROUNDS = 20
@@ -206,9 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     device = torch.device("cuda")
-    env = {"date": dt.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:], **platform_info(device),
-           "nvidia_smi": _nvidia_smi(), "how": __doc__,
-           "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
+    env = run_env(device, __doc__)
     current_stream(safe=True)  # a dedicated current stream, as the bench and vLLM
     try:
         variants = [r for name in args.presets for r in layer_variants(name, args.tokens, device)]

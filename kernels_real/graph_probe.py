@@ -19,7 +19,6 @@ GPU op durations, per layer.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gzip
 import json
 import statistics
@@ -28,10 +27,10 @@ from pathlib import Path
 
 import torch
 
-from kernels_real.bench import GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step
+from kernels_real.bench import GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step, run_env
 from kernels_real.config import ConfigError, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
-from kernels_real.streams import current_stream, platform_info, reset_current_stream
+from kernels_real.streams import current_stream, reset_current_stream
 from kernels_real.timing import time_steps
 
 STRATEGIES = ("sequential", "multi_stream")
@@ -166,9 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     device = torch.device("cuda")
-    env = {"date": dt.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:], **platform_info(device),
-           "nvidia_smi_before": _nvidia_smi(), "how": __doc__,
-           "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
+    env = run_env(device, __doc__)
     (args.out / "traces").mkdir(parents=True, exist_ok=True)
     current_stream(safe=True)  # a dedicated current stream, as the bench and vLLM
     try:
