@@ -32,7 +32,6 @@ kernel lets go of its completion event once it ends).
 
 from __future__ import annotations
 
-import gc
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import partial
@@ -45,7 +44,7 @@ import simpy
 from simpy.events import NORMAL, Event
 
 from simulator.expand import default_costs, expand, never_recorded
-from simulator.ir import Op, Program
+from simulator.ir import Op, Program, gc_paused
 from simulator.result import FlowArrow, HostSpan, KernelRun, SimResult
 from simulator.sharing import Demand, FluidSharing, SharingModel, water_fill
 
@@ -554,15 +553,9 @@ def _settled(item: tuple) -> bool:
 
 
 def _without_gc(function: Callable[..., _T], *args: object) -> _T:
-    """Call ``function`` with the garbage collector paused: the engine allocates many small objects and
-    frees them in bulk (it creates no reference cycles), so collections would only cost time."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    """Call ``function`` inside :func:`gc_paused` (the engine creates no reference cycles)."""
+    with gc_paused():
         return function(*args)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], ops: tuple[Op, ...]) -> list[HostSpan]:
