@@ -136,12 +136,12 @@ class Engine:
         self.outstanding = 0
         self.pending_launches = 0
         self.kernels: list[KernelRun] = []
-        self._host_log: list[tuple[float, list[tuple], tuple | None]] = []
+        self._host_log: list[float] = []  # flat (host time, first plan entry, end) per costed batch
         self.flows: list[FlowArrow] = []
         self.host_end = 0.0
         self._plan: list[tuple] = []
         self._next = 0
-        self._held: list[tuple] = []
+        self._held_from = 0  # the first plan entry of the records and waits held since the last launch
         self._held_cost = 0.0
         self._paid = False
         self._blocked: str | None = None
@@ -170,12 +170,17 @@ class Engine:
         kernels = self.kernels
         makespan = kernels[-1].end_us if kernels else 0.0  # kernels are logged as they end, in time order
         kernels.sort(key=itemgetter(3, 4, 0))  # (start_us, end_us, index)
+        log = self._host_log
+        plan = self._plan
+        costs = [entry[1] for entry in plan] if log else []
+        indices = [entry[2] for entry in plan] if log else []
+        self._plan = []  # freed while the collector is paused: only the results outlive the run
         return SimResult(
             makespan_us=makespan,
             host_end_us=self.host_end,
             kernels=kernels,
             streams={name: s.busy_us for name, s in self.streams.items()},
-            host_spans=partial(_without_gc, _host_spans, self._host_log, self.program.ops),
+            host_spans=partial(_without_gc, _host_spans, log, costs, indices, self.program.ops),
             flows=self.flows,
             warnings=warnings,
         )
@@ -256,7 +261,7 @@ class Engine:
         env = self.env
         plan = self._plan
         end = len(plan)
-        held = self._held
+        held_from = self._held_from
         cost = self._held_cost
         i = self._next
         self._blocked = None
@@ -264,7 +269,6 @@ class Engine:
             item = plan[i]
             what = item[0]
             if what >= _RECORD:
-                held.append(item)
                 cost += item[1]
                 i += 1
                 continue
@@ -274,7 +278,7 @@ class Engine:
                 if delay > 0:
                     self._next = i
                     self._held_cost = cost
-                    self._host_log.append((t, held, item))
+                    self._host_log += (t, held_from, i + 1)
                     t += delay
                     if nested:
                         self._wake = (t, next(self._eids))  # the id its timeout would have taken now
@@ -292,11 +296,11 @@ class Engine:
                 self._held_cost = cost
                 self._sleep_until(t)
                 return
-            if held:
-                self._apply_held(held)
-            self._held = held = []  # a fresh list: a logged one must not grow
-            self._held_cost = cost = 0.0
+            if held_from < i:
+                self._apply_held(held_from, i)
             i += 1
+            self._held_from = held_from = i
+            self._held_cost = cost = 0.0
             self._paid = False
             if what == _LAUNCH:
                 stream = item[3]
@@ -314,9 +318,9 @@ class Engine:
                 return
         self._next = i
         if cost > 0:
-            self._host_log.append((t, held, None))
-        self._apply_held(held)
-        self._held = []
+            self._host_log += (t, held_from, i)
+        self._apply_held(held_from, i)
+        self._held_from = i
         self._held_cost = 0.0
         self.host_end = t + cost
 
@@ -356,10 +360,11 @@ class Engine:
             if self._due:  # the host did launch at once (its wake-up time rounded to now)
                 self._push_due()
 
-    def _apply_held(self, held: list[tuple]) -> None:
-        """Apply the records, waits and stream switches issued since the last launch, in host order."""
+    def _apply_held(self, start: int, stop: int) -> None:
+        """Apply the records, waits and stream switches held since the last launch (plan entries ``start`` to
+        ``stop``), in host order."""
         events = self.events
-        for item in held:
+        for item in self._plan[start:stop]:
             what = item[0]
             if what == _RECORD:
                 stream = item[3]
@@ -558,17 +563,18 @@ def _without_gc(function: Callable[..., _T], *args: object) -> _T:
         return function(*args)
 
 
-def _host_spans(log: list[tuple[float, list[tuple], tuple | None]], ops: tuple[Op, ...]) -> list[HostSpan]:
-    """Lay each logged batch of host calls end to end from the time it was issued."""
+def _host_spans(log: list[float], costs: list[float], indices: list[int], ops: tuple[Op, ...]) -> list[HostSpan]:
+    """Lay each logged batch of host calls (``log``: flat triples of issue time, first and end plan entry;
+    per plan entry its host cost and op index) end to end from the time it was issued."""
     spans: list[HostSpan] = []
     append = spans.append
     labels: dict[tuple[str, str | None], str] = {}
-    for start, held, item in log:
-        t = start
-        for entry in [*held, item] if item is not None else held:
-            cost = entry[1]
+    for b in range(0, len(log), 3):
+        t = log[b]
+        for entry in range(int(log[b + 1]), int(log[b + 2])):
+            cost = costs[entry]
             if cost > 0:
-                fields = ops[entry[2]].__dict__
+                fields = ops[indices[entry]].__dict__
                 kind = fields["op"]
                 key = (kind, fields.get("kernel") or fields.get("graph"))
                 label = labels.get(key)
