@@ -66,11 +66,17 @@ def _latest() -> Path:
 
 
 def _medians(path: Path, mode: str) -> dict[tuple[str, int, str], float]:
-    """Measured per-call medians; for eager records that have it, the steady median (calls behind the
-    previous one in a burst: what back-to-back calls, as in a 3-call trace, take)."""
+    """Measured per-call medians. Eager: the mean over weight sets of each set's steady median where the
+    record has it (what a back-to-back trace of one call per set shows), else the steady median (calls
+    behind the previous one in a burst; older runs, where short bursts make it one weight set's time), else
+    the median of all calls."""
     cases = json.loads(path.read_text())
-    return {(c["preset"], c["tokens"], c["strategy"]): c.get("steady_median_us", c["median_us"])
-            if mode == "eager" else c["median_us"] for c in cases if c["mode"] == mode}
+    return {(c["preset"], c["tokens"], c["strategy"]): _eager_time(c) if mode == "eager" else c["median_us"]
+            for c in cases if c["mode"] == mode}
+
+
+def _eager_time(case: dict) -> float:
+    return case.get("steady_sets_mean_us", case.get("steady_median_us", case["median_us"]))
 
 
 def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
-# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, graphprobe), or all
-# (= tests+micro+sweep).
+# PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
+# graphprobe), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -52,14 +52,24 @@ if has traced; then
     --trace-presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --trace-tokens 1 16 128 1024 \
     2>&1 | tee "$out/traced.log" | tail -60
 fi
-if has traced2; then
+traced_per_preset() {
   # as traced, but each graph trace is of the graph instance that was timed (traced at the end of its preset's
-  # timing), one preset per process (no profiler session before another preset's timing)
+  # timing), one preset per process (no profiler session before another preset's timing), merged into $1
   for preset in deepseek_v3 qwen2_57b_a14b deepseek_v2_lite; do
-    taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real5/$preset" --interleave-eager \
+    taskset -c 2 python3 -m kernels_real.bench --out "$out/$1/$preset" --interleave-eager \
       --presets "$preset" --tokens 1 16 128 1024 --graph-trace-replays 5 --trace-timed-graphs \
-      --trace-presets "$preset" --trace-tokens 1 16 128 1024 2>&1 | tee -a "$out/traced2.log" | tail -14
+      --trace-presets "$preset" --trace-tokens 1 16 128 1024 2>&1 | tee -a "$out/$2.log" | tail -14
   done
+  python3 -m calibration.merge_bench_runs "$out/$1"
+}
+if has traced2; then
+  traced_per_preset kernels_real5 traced2
+fi
+if has traced3; then
+  # traced2 with eager statistics per weight set (and one eager trace call per set), run twice (the second
+  # run measures the spread between runs)
+  traced_per_preset kernels_real6 traced3
+  traced_per_preset kernels_real6_repeat traced3
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases

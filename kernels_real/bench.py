@@ -49,9 +49,8 @@ WEIGHT_BYTES_BUDGET = 72e9  # rotating weight sets per preset: well over L2 (60 
 MAX_WEIGHT_SETS = 4
 EAGER_ROUNDS = 40  # --interleave-eager: rounds of short bursts (more, shorter bursts average out host drift)
 QUICK_EAGER_ROUNDS = 5
-MIN_BURST = 2  # back-to-back calls per burst, at least
+MIN_BURST = 2  # back-to-back calls per burst, at least (and one more than the weight sets: see _record_case)
 ORDER_SEED = 20261202  # the interleaved order is shuffled once with this seed
-EAGER_TRACE_CALLS = 3
 
 
 K = TypeVar("K")
@@ -119,18 +118,20 @@ class Timer:
         return self._run(step, n, layers_per_step)
 
     def measure_interleaved(self, steps: dict[K, Callable[[int], None]], rounds: int, seed: int = ORDER_SEED,
-                            group: Callable[[K], object] | None = None) -> dict[K, list[list[float]]]:
+                            group: Callable[[K], object] | None = None,
+                            min_burst: int = MIN_BURST) -> dict[K, list[list[float]]]:
         """Eager timing of many cases interleaved: ``rounds`` rounds, each running every case's short burst of
         back-to-back calls in one fixed order (shuffled once with ``seed``), so that slow drifts of the host
         (clock, scheduling) hit every case alike; GC off while timing. Returns each case's bursts (µs per
         call, the burst's first call first: it starts on an idle device and carries the host's head start).
-        A burst has ``target_s / rounds`` of calls (at least ``MIN_BURST``); cases with the same ``group``
-        get the same burst length (the longest of them), so their shares of first calls match."""
+        A burst has ``target_s / rounds`` of calls (at least ``min_burst``); cases with the same ``group``
+        get the same burst length (the longest of them), so their shares of first calls match. Call ``i`` of
+        a burst is ``step(i)``."""
         for step in steps.values():
             for i in range(3):
                 step(i)
         per_call_s = {key: max(statistics.median(self._run(step, 3, 1)) * 1e-6, 1e-6) for key, step in steps.items()}
-        calls = {key: max(MIN_BURST, int(self.target_s / rounds / s)) for key, s in per_call_s.items()}
+        calls = {key: max(min_burst, int(self.target_s / rounds / s)) for key, s in per_call_s.items()}
         if group is not None:
             longest: dict[object, int] = {}
             for key, n in calls.items():
@@ -286,10 +287,13 @@ class Sweep:
                             timed_graphs.append((t, strategy, step, layers_per_step))
         if eager_steps:
             rounds = QUICK_EAGER_ROUNDS if self.args.quick else EAGER_ROUNDS
+            min_burst = max(MIN_BURST, n_sets + 1)  # every weight set has steady calls
             order = (f"interleaved across all tokens × strategies of the preset, {rounds} rounds "
-                     f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {MIN_BURST} back-to-back calls, "
-                     "the same length for every strategy of a token count)")
-            timed = self.timer.measure_interleaved(eager_steps, rounds, group=lambda key: key[0])
+                     f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {min_burst} back-to-back calls, "
+                     "call i of a burst on weight set i mod weight_sets, the same length for every strategy of a "
+                     "token count)")
+            timed = self.timer.measure_interleaved(eager_steps, rounds, group=lambda key: key[0],
+                                                   min_burst=min_burst)
             for (t, strategy), bursts in sorted(timed.items()):
                 self._record_case(cfg, layer, t, strategy, "eager", [x for b in bursts for x in b], 1, n_sets,
                                   order, bursts)
@@ -323,8 +327,13 @@ class Sweep:
     def _record_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
                      samples: list[float], layers_per_step: int, n_sets: int, order: str,
                      bursts: list[list[float]] | None = None) -> None:
-        """One case record; with ``bursts`` also the burst length and the medians of the bursts' first calls
-        and of the calls after them (``steady_median_us``: back-to-back calls behind the previous one)."""
+        """One case record; with ``bursts`` (call ``i`` of a burst ran weight set ``i % n_sets``) also the raw
+        bursts, the burst length, the medians of the bursts' first calls and of the calls after them
+        (``steady_median_us``: back-to-back calls behind the previous one), and per weight set the median of
+        its steady calls with their mean (``steady_sets_mean_us``). The weight sets route tokens differently,
+        so their calls can differ by more than the effects measured (16 % on deepseek_v3 at 16 tokens): the
+        steady median alone is one set's time when bursts are short, the mean over sets is what a trace of
+        one call per set (or a graph of all sets) shows."""
         record: dict[str, object] = {
             "preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
             **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
@@ -335,13 +344,18 @@ class Sweep:
             record["burst_calls"] = len(bursts[0])
             record["first_median_us"] = statistics.median(b[0] for b in bursts)
             record["steady_median_us"] = statistics.median(x for b in bursts for x in b[1:])
+            per_set = [[x for b in bursts for i, x in enumerate(b) if i and i % n_sets == s] for s in range(n_sets)]
+            if all(per_set):
+                record["steady_set_medians_us"] = [statistics.median(xs) for xs in per_set]
+                record["steady_sets_mean_us"] = statistics.fmean(record["steady_set_medians_us"])
+            record["bursts_us"] = bursts
         self.cases.append(record)
 
     def _trace_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
                     step: Callable[[int], None], layers_per_step: int, n_sets: int) -> None:
-        """Trace one case: eager, ``--eager-trace-calls`` warmed back-to-back layer calls (one sync before and
-        after); graph, one replay. Metadata comes from the timed record, or (``--trace-only``, or a case
-        not timed) lacks ``median_us``."""
+        """Trace one case: eager, ``--eager-trace-calls`` (default: one per weight set) warmed back-to-back layer
+        calls (one sync before and after); graph, ``--graph-trace-replays`` replays. Metadata comes from the
+        timed record, or (``--trace-only``, or a case not timed) lacks ``median_us``."""
         key = (cfg.name, tokens, strategy, mode)
         matches = (c for c in self.cases if (c["preset"], c["tokens"], c["strategy"], c["mode"]) == key)
         record = next(matches, None)
@@ -355,7 +369,7 @@ class Sweep:
             meta["median_us"] = record["median_us"]
         meta |= {"weight_sets": n_sets, "layers_per_replay": layers_per_step, "backend": layer.backend}
         if mode == "eager":
-            calls = self.args.eager_trace_calls
+            calls = self.args.eager_trace_calls or n_sets
             meta["layers_per_trace"] = calls
             meta["note"] = (f"eager: {calls} warmed layer call(s) back to back (rotating weight sets), one device "
                             "sync before and after; divide the trace's spans by layers_per_trace for per-layer "
@@ -437,8 +451,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--interleave-eager", action="store_true",
                    help=f"time all eager cases of a preset (tokens x strategies) interleaved: {EAGER_ROUNDS} rounds "
                         "of short bursts in one shuffled order")
-    p.add_argument("--eager-trace-calls", type=int, default=EAGER_TRACE_CALLS,
-                   help=f"warmed back-to-back layer calls per eager trace (default {EAGER_TRACE_CALLS})")
+    p.add_argument("--eager-trace-calls", type=int,
+                   help="warmed back-to-back layer calls per eager trace (default: one per weight set)")
     p.add_argument("--graph-trace-replays", type=int, default=1,
                    help="back-to-back replays per graph trace (default 1; more average out the profiler's "
                         "per-replay noise)")
@@ -460,7 +474,7 @@ def _validate(args: argparse.Namespace) -> list[MoEConfig]:
     args.tokens = args.tokens or list(QUICK_TOKENS if args.quick else DEFAULT_TOKENS)
     if any(t < 1 for t in args.tokens):
         raise BenchInputError("token counts must be >= 1")
-    if args.eager_trace_calls < 1:
+    if args.eager_trace_calls is not None and args.eager_trace_calls < 1:
         raise BenchInputError("--eager-trace-calls must be >= 1")
     if args.graph_trace_replays < 1:
         raise BenchInputError("--graph-trace-replays must be >= 1")
@@ -489,7 +503,7 @@ def run(args: argparse.Namespace) -> int:
                               "argv": sys.argv[1:], **platform_info(sweep.device),
                               "timing": "CUDA events per replay (GPU) or perf_counter (CPU), warm-up first; "
                                         "all cases timed before any profiler session; eager calls back to back",
-                              "eager_trace_calls": args.eager_trace_calls,
+                              "eager_trace_calls": args.eager_trace_calls or "one per weight set",
                               "trace_only": args.trace_only,
                               "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
     if sweep.gpu:

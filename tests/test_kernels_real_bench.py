@@ -98,6 +98,8 @@ def test_interleaved_eager_and_trace_only_with_back_to_back_calls(tmp_path: Path
         assert c["replays"] >= bench.QUICK_EAGER_ROUNDS * bench.MIN_BURST
         assert c["replays"] == bench.QUICK_EAGER_ROUNDS * c["burst_calls"]
         assert c["min_us"] <= c["steady_median_us"] and c["min_us"] <= c["first_median_us"]
+        assert c["burst_calls"] >= c["weight_sets"] + 1  # every weight set has steady calls
+        assert len(c["bursts_us"]) == bench.QUICK_EAGER_ROUNDS and len(c["steady_set_medians_us"]) == c["weight_sets"]
     for tokens in (1, 4):  # every strategy of a token count runs bursts of one length
         assert len({c["burst_calls"] for c in cases if c["tokens"] == tokens}) == 1
     traced = tmp_path / "traced"
@@ -127,3 +129,17 @@ def test_interleaved_bursts_share_a_length_per_group() -> None:
     lengths = {len(b) for bursts in grouped.values() for b in bursts}
     assert len(lengths) == 1 and lengths.pop() > bench.MIN_BURST
     assert all(len(bursts) == 4 for bursts in grouped.values())
+
+
+def test_eager_record_keeps_bursts_and_steady_medians_per_weight_set(tmp_path: Path) -> None:
+    """Call i of a burst runs weight set i mod 2: steady calls (i >= 1) of set 0 are 5, 7; of set 1: 1, 3, 3, 1."""
+    args = bench._parse(["--out", str(tmp_path), "--device", "cpu"])
+    sweep = bench.Sweep(args, tmp_path)
+    cfg = bench.get_preset("deepseek_v2_lite").scaled_down()
+    bursts = [[10.0, 1.0, 5.0, 3.0], [20.0, 3.0, 7.0, 1.0]]
+    layer = bench.MoELayer(cfg, sweep.device)
+    sweep._record_case(cfg, layer, 1, "sequential", "eager", [x for b in bursts for x in b], 1, 2, "o", bursts)
+    [record] = sweep.cases
+    assert record["burst_calls"] == 4 and record["bursts_us"] == bursts
+    assert record["first_median_us"] == 15.0 and record["steady_median_us"] == 3.0
+    assert record["steady_set_medians_us"] == [6.0, 2.0] and record["steady_sets_mean_us"] == 4.0
