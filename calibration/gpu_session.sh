@@ -67,9 +67,10 @@ if has traced2; then
 fi
 if has traced3; then
   # traced2 with eager statistics per weight set (and one eager trace call per set), run twice (the second
-  # run measures the spread between runs)
-  traced_per_preset kernels_real6 traced3
-  traced_per_preset kernels_real6_repeat traced3
+  # run measures the spread between runs) into $TRACED3_DIR (default kernels_real6) and ${TRACED3_DIR}_repeat
+  dir=${TRACED3_DIR:-kernels_real6}
+  traced_per_preset "$dir" traced3
+  traced_per_preset "${dir}_repeat" traced3
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases
