@@ -1,6 +1,6 @@
 """Accuracy of the trace-driven what-if against kernels_real's measurements (issue 5's targets).
 
-    python benchmarks/whatif_accuracy.py [DIR] [--run SUBDIR] [--profile P] [--eager-durations traced|graph]
+    python benchmarks/whatif_accuracy.py [DIR] [--run SUBDIR ...] [--profile P] [--eager-durations traced|graph]
                                          [--graph-durations graph|traced] [--json]
 
 DIR (default: the last ``calibration/measurements/**/`` folder holding ``kernels_real/``) holds
@@ -10,7 +10,9 @@ or ``kernels_real_eager/`` (strategies interleaved per token count): the first p
 ``cases.json`` supersedes the eager records of ``kernels_real``, and its ``traces/`` (if it has the
 sequential eager trace) supersede ``kernels_real``'s eager traces in eager mode. ``--run SUBDIR`` instead takes
 everything (graph and eager medians and traces, sanity traces) from one bench run ``DIR/SUBDIR`` that timed
-and traced both modes in the same call (e.g. ``kernels_real3``). From each
+and traced both modes in the same call (e.g. ``kernels_real3``); several ``--run`` (repeats of the same bench
+command) give each run's tables and a pooled one: per case the mean over the runs of the measured times and of
+the predictions (each run's from its own traces), which averages out the spread between runs. From each
 ``{preset}_t{tokens}_sequential_eager`` trace the what-if moves ``moe.shared_experts`` to an aux stream and
 predicts the multi_stream time of the same preset and token count:
 
@@ -184,6 +186,25 @@ def summary(rows: list[dict], mode: str, column: str) -> dict:
     return s
 
 
+def pooled(runs: list[list[dict]]) -> list[dict]:
+    """Per (preset, tokens, mode) measured by every run: the mean over the runs of the measured times and of
+    the predictions, gains recomputed from those means."""
+    groups: dict[tuple, list[dict]] = {}
+    for rows in runs:
+        for r in rows:
+            groups.setdefault((r["preset"], r["tokens"], r["mode"]), []).append(r)
+    out = []
+    for (preset, tokens, mode), rows in groups.items():
+        if len(rows) < len(runs):
+            continue
+        mean = {k: statistics.fmean(r[k] for r in rows)
+                for k in ("seq_us", "ms_us", "baseline_us", "whatif_us", "raw_us", "anchored_us", "nochange_us")}
+        out.append({"preset": preset, "tokens": tokens, "mode": mode, **mean, "runs": len(rows),
+                    "gain_measured": (mean["seq_us"] - mean["ms_us"]) / mean["seq_us"],
+                    "gain_predicted": 1 - mean["whatif_us"] / mean["baseline_us"], "profile": rows[0]["profile"]})
+    return out
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.2%}"
 
@@ -220,7 +241,9 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, help="measurement folder holding kernels_real/")
-    parser.add_argument("--run", help="one bench run (subfolder of DIR) giving all medians and traces")
+    parser.add_argument("--run", action="append",
+                        help="a bench run (subfolder of DIR) giving all medians and traces; repeat it for repeated "
+                             "runs of one bench command: each run's tables, then the pooled one")
     parser.add_argument("--profile", help="profile (default: matched to the traced GPU, calibrated first)")
     parser.add_argument("--eager-durations", choices=("traced", "graph"), default="traced",
                         help="eager kernel durations: as in the eager trace, or from the graph trace")
@@ -232,18 +255,34 @@ def main() -> int:
     folder = (args.folder or _latest()).resolve()
     if folder.name == "kernels_real":
         folder = folder.parent
-    if args.run is not None and not (folder / args.run / "cases.json").is_file():
-        parser.error(f"{folder / args.run} has no cases.json")
-    rows, sources = evaluate(folder, args.run, args.profile, args.eager_durations, args.graph_durations)
-    modes = [mode for mode in ("graph", "eager") if any(r["mode"] == mode for r in rows)]  # measured ones
-    sums = [summary(rows, mode, col) for mode in modes for col in PREDICTORS]
-    checks = [] if args.no_sanity else sanity(folder, args.run, args.profile)
+    for run in args.run or ():
+        if not (folder / run / "cases.json").is_file():
+            parser.error(f"{folder / run} has no cases.json")
+    results = []
+    for run in args.run or (None,):
+        rows, sources = evaluate(folder, run, args.profile, args.eager_durations, args.graph_durations)
+        checks = [] if args.no_sanity else sanity(folder, run, args.profile)
+        results.append({"run": run, "folder": str(folder), "sources": sources, "rows": rows,
+                        "summary": _summaries(rows), "sanity": checks})
+    if len(results) > 1:
+        rows = pooled([r["rows"] for r in results])
+        runs = ", ".join(f"`{r['run']}`" for r in results)
+        results.append({"run": "pooled", "folder": str(folder), "sources": {"graph": runs, "eager": runs},
+                        "rows": rows, "summary": _summaries(rows), "sanity": []})
     if args.json:
-        print(json.dumps({"folder": str(folder), "sources": sources, "rows": rows, "summary": sums,
-                          "sanity": checks}, indent=2))
-    else:
-        print(markdown(folder, rows, sums, checks, sources, args.eager_durations, args.graph_durations), end="")
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+        return 0
+    for r in results:
+        if len(results) > 1:
+            print(f"### {'pooled: mean over the runs of each case' if r['run'] == 'pooled' else r['run']}\n")
+        print(markdown(folder, r["rows"], r["summary"], r["sanity"], r["sources"], args.eager_durations,
+                       args.graph_durations))
     return 0
+
+
+def _summaries(rows: list[dict]) -> list[dict]:
+    modes = [mode for mode in ("graph", "eager") if any(r["mode"] == mode for r in rows)]  # measured ones
+    return [summary(rows, mode, col) for mode in modes for col in PREDICTORS]
 
 
 if __name__ == "__main__":
