@@ -115,9 +115,9 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
                                progress=False)
                 scale = 1.0
             else:
-                scale = host_scale_for(trace, seq, profile, overlay)
                 r = run_whatif(trace, REGION, launch="as-traced", profile=profile, durations_from=overlay,
-                               host_scale=scale, progress=False)
+                               measured_layer_us=seq, progress=False)
+                scale = r.host_scale
             whatif, base = r.whatif_layer_us or 0.0, r.baseline_layer_us
             rows.append({
                 "preset": preset, "tokens": tokens, "mode": mode, "seq_us": seq, "ms_us": ms,
@@ -128,21 +128,6 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
                 "profile": r.profile.describe(),
             })
     return rows, sources
-
-
-def host_scale_for(trace: Path, seq_us: float, profile: str | None, overlay: Path | None) -> float:
-    """The factor on traced host time that makes the as-traced replay of the sequential trace last the
-    measured sequential median per layer (bisection; 1 if even unscaled host time is not enough)."""
-    def span(scale: float) -> float:
-        return run_whatif(trace, None, profile=profile, durations_from=overlay, host_scale=scale,
-                          progress=False).baseline_layer_us
-    lo, hi = 1e-3, 1.0
-    if span(hi) <= seq_us:
-        return hi
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if span(mid) < seq_us else (lo, mid)
-    return hi
 
 
 def sanity(folder: Path, run: str | None, profile: str | None) -> list[dict]:

@@ -88,6 +88,29 @@ def test_host_scale_shrinks_host_bound_time(tmp_path: Path) -> None:
     assert half.baseline_us == pytest.approx(3 * 12.5 + 2)
 
 
+def test_host_scale_fitted_to_a_measured_layer_time(tmp_path: Path) -> None:
+    """As above, span(scale) = 75 × scale + 2 µs over two layer calls: a measured 16 µs per layer (32 µs in
+    all) takes scale (32 − 2) / 75 = 0.4; a measured time longer than the unscaled replay leaves the host as
+    traced (only the profiler's slowdown is taken out)."""
+    s = Synth()
+    for _ in range(4):
+        s.launch("k", 2.0)
+        s.idle(20.0)
+    doc = json.loads(s.dumps())
+    doc["moesim_layers_per_trace"] = 2
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps(doc))
+    fitted = run_whatif(path, None, profile=PROFILE, measured_layer_us=16.0, progress=False)
+    assert fitted.host_scale == pytest.approx(0.4, abs=1e-6)
+    assert fitted.baseline_layer_us == pytest.approx(16.0, abs=1e-5)
+    assert "16.000 µs per layer" in fitted.to_json_dict()["sources"]["host"]
+    slower = run_whatif(path, None, profile=PROFILE, measured_layer_us=50.0, progress=False)
+    assert slower.host_scale == 1.0 and slower.baseline_us == pytest.approx(77.0)
+    assert any("not scaled" in note for note in slower.notes)
+    with pytest.raises(InputError, match="needs --launch as-traced"):
+        run_whatif(path, None, launch="graph", profile=PROFILE, measured_layer_us=16.0, progress=False)
+
+
 def test_grouped_gemm_reads_only_the_groups_its_rows_can_touch() -> None:
     op = CpuOp("aten::_grouped_mm", 1, 0.0, 1.0, dims=((8, 3584), (64, 3584, 5120), (64,)),
                types=("c10::BFloat16", "c10::BFloat16", "int"))

@@ -127,8 +127,37 @@ def test_cli_text_names_sources(moe_trace: Path,
     assert "kineto-test" in text and "from the trace" in text
 
 
+def test_cli_fits_the_host_to_a_measured_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Host-bound: launches every 5 + 20 µs of a 2 µs kernel, a shared range in the middle, span 3 × 25 + 2 =
+    77 µs as traced; told it took 32 µs without the profiler, the host time between submissions is scaled by
+    (32 − 2) / 75 = 0.4."""
+    s = Synth()
+    for i in range(4):
+        with s.range("moe.shared_experts" if i == 1 else "other"):
+            s.launch(f"k{i}", 2.0)
+        s.idle(20.0)
+    path = tmp_path / "host.json"
+    path.write_text(s.dumps())
+    assert _cli("whatif", "trace", str(path), "--aux-region", "moe.shared_experts", "--profile", PROFILE,
+                "--measured-us", "32", "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["measured_us"] == pytest.approx(77.0) and doc["baseline_us"] == pytest.approx(32.0, abs=1e-4)
+    assert doc["host_scale"] == pytest.approx(0.4, abs=1e-6) and "32.000 µs per layer" in doc["sources"]["host"]
+
+
+def test_measured_time_below_the_traced_kernels_is_reported(moe_trace: Path) -> None:
+    """The hand timeline's kernels run back to back (160 µs): no host scaling reaches 120 µs."""
+    report = run_whatif(moe_trace, "moe.shared_experts", profile=PROFILE, measured_layer_us=120.0, progress=False)
+    assert report.baseline_us == pytest.approx(160.0)
+    assert any("kernels alone last longer than the measured 120.000 µs" in note for note in report.notes)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--aux-region", "nope"], "no record_function range named 'nope'"),
+    (["--aux-region", "moe.shared_experts", "--launch", "graph", "--measured-us", "100"],
+     "needs --launch as-traced"),
+    (["--aux-region", "moe.shared_experts", "--measured-us", "-3"], "positive number"),
+    (["--aux-region", "moe.shared_experts", "--durations-from", "/nonexistent/trace.json"], "/nonexistent"),
     (["--aux-region", "moe.shared_experts", "--profile", "no-such-profile"], "unknown profile"),
 ])
 def test_cli_bad_input_exit_2(moe_trace: Path,

@@ -30,6 +30,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="as-traced: keep the traced host timing; graph: one graph replay of the same kernels")
     t.add_argument("--profile", metavar="P", help="profile name or JSON path (default: the shipped profile "
                                                    "matching the traced GPU, calibrated first)")
+    t.add_argument("--measured-us", type=float, metavar="US",
+                   help="as-traced: the traced code's time per layer call measured WITHOUT the profiler; the "
+                        "traced host time between submissions is scaled so the baseline replay lasts that long "
+                        "(a profiler slows the host, not the kernels; the factor is reported)")
+    t.add_argument("--durations-from", metavar="TRACE",
+                   help="take kernel durations from another trace of the same kernel sequence, mapped by "
+                        "position (e.g. the CUDA-graph run's trace for --launch graph)")
     t.add_argument("--device", type=int, help="GPU to replay (default: the one with the most GPU work)")
     t.add_argument("--thread", type=int, help="host thread id to replay (default: the busiest launcher)")
     t.add_argument("--json", action="store_true", help="print machine-readable JSON")
@@ -40,7 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     report = run_whatif(args.trace, args.aux_region, join_after=args.join_after, launch=args.launch,
-                        profile=args.profile, device=args.device, thread=args.thread)
+                        profile=args.profile, device=args.device, thread=args.thread,
+                        durations_from=args.durations_from, measured_layer_us=args.measured_us)
     if args.trace_out:
         write_json_atomic(args.trace_out, _timeline(report))
     if args.json:
@@ -64,11 +72,14 @@ def _print(report: WhatIf, args: argparse.Namespace) -> None:
     d = report.to_json_dict()
     print(f"trace {args.trace}: {d['kernels']} GPU ops replayed on device {d['device']}, thread {d['thread']} "
           f"(--launch {report.launch})")
+    per_layer = report.layers > 1
     print(f"  measured span of GPU work   {d['measured_us']:12.3f} µs  (from the trace)")
-    print(f"  baseline replay             {d['baseline_us']:12.3f} µs  ({d['baseline_error']:+.2%} vs measured)")
+    print(f"  baseline replay             {d['baseline_us']:12.3f} µs  ({d['baseline_error']:+.2%} vs measured"
+          + (f"; {d['baseline_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     if d["whatif_us"] is not None:
         print(f"  what-if ({report.region} on aux)  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
-              f"{report.moved} kernels moved in {report.instances} ranges)")
+              f"{report.moved} kernels moved in {report.instances} ranges"
+              + (f"; {d['whatif_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     print(f"  sources: {d['sources']['durations']}; host: {d['sources']['host']}; added host calls: "
           f"{d['sources']['added_host_calls']}; sharing: {d['sources']['sharing']}")
     print(f"  profile: {d['profile']}")

@@ -38,6 +38,8 @@ class WhatIf:
     durations: str = "kernel durations as traced"
     traced_node_gap_us: float | None = None
     layers: int = 1
+    host_scale: float = 1.0
+    measured_layer_us: float | None = None
 
     @property
     def baseline_layer_us(self) -> float:
@@ -79,10 +81,11 @@ class WhatIf:
             "device": self.host.device,
             "thread": self.host.thread,
             "kernel_gap_us": round(self.host.gap_us, 3),
+            "host_scale": self.host_scale,
             "profile": self.profile.describe(),
             "sources": {
                 "durations": self.durations,
-                "host": "traced API call times and gaps" if self.launch == "as-traced"
+                "host": self._host_source() if self.launch == "as-traced"
                 else f"graph replay: replay cost and node gap from {self.profile.name}"
                 + (f" (the durations trace's node gap, {self.traced_node_gap_us:.3f} µs, is a profiled one: "
                    "not used)" if self.traced_node_gap_us is not None else ""),
@@ -93,6 +96,13 @@ class WhatIf:
             "notes": list(self.notes),
             "warnings": list(self.host.warnings),
         }
+
+
+    def _host_source(self) -> str:
+        if self.measured_layer_us is None:
+            return "traced API call times and gaps"
+        return (f"traced API call times and gaps, time between submissions x {self.host_scale:.4g} so that the "
+                f"baseline lasts the measured {self.measured_layer_us:.3f} µs per layer")
 
 
 def gpu_span(result: SimResult) -> float:
@@ -139,13 +149,18 @@ def profile_for(trace: Trace, name: str | None) -> Profile:
 def run_whatif(path: str | Path, region: str | None, *, join_after: str | None = None,
                launch: LaunchMode = "as-traced", profile: str | None = None, device: int | None = None,
                thread: int | None = None, durations_from: str | Path | None = None, host_scale: float = 1.0,
-               progress: bool = True) -> WhatIf:
+               measured_layer_us: float | None = None, progress: bool = True) -> WhatIf:
     """Import ``path``, replay it under ``launch`` and, when ``region`` is given, its aux-stream what-if.
     ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph run) whose kernel durations
-    replace the traced ones; ``host_scale`` multiplies the traced host time between submissions. The trace is
-    replayed whole; ``WhatIf.layers`` is its ``moesim_layers_per_trace`` (per-layer figures divide by it)."""
+    replace the traced ones; ``host_scale`` multiplies the traced host time between submissions, or
+    (``measured_layer_us``, as-traced only) is fitted so that the baseline replay lasts that long per layer
+    (:func:`fit_host_scale`: a profiler slows the host, not the kernels). The trace is replayed whole;
+    ``WhatIf.layers`` is its ``moesim_layers_per_trace`` (per-layer figures divide by it)."""
     if host_scale <= 0:
         raise InputError(f"host scale must be positive, got {host_scale}")
+    if measured_layer_us is not None and (launch != "as-traced" or not measured_layer_us > 0):
+        raise InputError("a measured time to fit the host to needs --launch as-traced and a positive number of "
+                         f"µs, got {measured_layer_us} with --launch {launch}")
     trace = read_trace(path, progress=progress)
     layers = layers_per_trace(path)
     prof = profile_for(trace, profile)
@@ -158,14 +173,24 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
         attach_demand(host.items, trace, host.device, prof)
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
-    if host_scale != 1.0 and launch == "as-traced":
-        notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
     del trace
     sharing = prof.sharing_model()
+    if measured_layer_us is not None:
+        host_scale = fit_host_scale(host, prof, measured_layer_us, layers)
+        notes.append(f"traced host time between submissions scaled by {host_scale:.4g} to last the measured "
+                     f"{measured_layer_us:.3f} µs per layer" + (" (already longer unscaled: not scaled)"
+                                                               if host_scale == 1.0 else ""))
+    elif host_scale != 1.0 and launch == "as-traced":
+        notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
     baseline = simulate(compile_program(host, host.items, prof, launch, name="baseline", host_scale=host_scale),
                         sharing)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
-                    notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers)
+                    notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
+                    host_scale=host_scale, measured_layer_us=measured_layer_us)
+    if measured_layer_us is not None and report.baseline_layer_us > measured_layer_us * (1 + 1e-6):
+        notes.append(f"the traced kernels alone last longer than the measured {measured_layer_us:.3f} µs per "
+                     f"layer (baseline {report.baseline_layer_us:.3f} µs with almost no host time left): they "
+                     "ran slower in the trace than in the measured run")
     if region is not None:
         move = move_region(host, region, prof, launch, join_after)
         program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}", host_scale=host_scale)
@@ -173,3 +198,22 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes
     return report
+
+
+def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: int = 1, steps: int = 30) -> float:
+    """The factor on traced host time between submissions that makes the as-traced baseline replay's GPU span
+    per layer (of ``layers`` in the trace) ``layer_us`` (bisection over (0.001, 1]: only the profiler's
+    slowdown of the host is taken out, so 1 when even the unscaled replay is not longer than the target)."""
+    sharing = profile.sharing_model()
+
+    def span(scale: float) -> float:
+        return gpu_span(simulate(compile_program(host, host.items, profile, "as-traced", name="baseline",
+                                                 host_scale=scale), sharing)) / layers
+
+    lo, hi = 1e-3, 1.0
+    if span(hi) <= layer_us:
+        return hi
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if span(mid) < layer_us else (lo, mid)
+    return hi
