@@ -31,9 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--profile", metavar="P", help="profile name or JSON path (default: the shipped profile "
                                                    "matching the traced GPU, calibrated first)")
     t.add_argument("--measured-us", type=float, metavar="US",
-                   help="as-traced: the traced code's time per layer call measured WITHOUT the profiler; the "
-                        "traced host time between submissions is scaled so the baseline replay lasts that long "
-                        "(a profiler slows the host, not the kernels; the factor is reported)")
+                   help="as-traced: the traced code's time measured WITHOUT the profiler (per layer call when the "
+                        "trace's moesim_layers_per_trace says it holds several, else for the whole traced span); "
+                        "the traced host time between submissions is scaled so the baseline replay lasts that "
+                        "long (a profiler slows the host, not the kernels; the factor is reported)")
     t.add_argument("--durations-from", metavar="TRACE",
                    help="take kernel durations from another trace of the same kernel sequence, mapped by "
                         "position (e.g. the CUDA-graph run's trace for --launch graph)")
