@@ -7,11 +7,13 @@ layer calls) is replayed whole; its per-layer figures are the replayed spans div
 from __future__ import annotations
 
 import gzip
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import ijson
+from tqdm import tqdm
 
 from simulator.engine import simulate
 from simulator.errors import InputError
@@ -176,7 +178,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
     del trace
     sharing = prof.sharing_model()
     if measured_layer_us is not None:
-        host_scale = fit_host_scale(host, prof, measured_layer_us, layers)
+        host_scale = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
         notes.append(f"traced host time between submissions scaled by {host_scale:.4g} to last the measured "
                      f"{measured_layer_us:.3f} µs per layer" + (" (already longer unscaled: not scaled)"
                                                                if host_scale == 1.0 else ""))
@@ -200,10 +202,12 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
     return report
 
 
-def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: int = 1, steps: int = 30) -> float:
+def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: int = 1, steps: int = 30,
+                   progress: bool = False) -> float:
     """The factor on traced host time between submissions that makes the as-traced baseline replay's GPU span
     per layer (of ``layers`` in the trace) ``layer_us`` (bisection over (0.001, 1]: only the profiler's
-    slowdown of the host is taken out, so 1 when even the unscaled replay is not longer than the target)."""
+    slowdown of the host is taken out, so 1 when even the unscaled replay is not longer than the target).
+    ``progress``: a bar on stderr counts the replays (one per step)."""
     sharing = profile.sharing_model()
 
     def span(scale: float) -> float:
@@ -213,7 +217,8 @@ def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: i
     lo, hi = 1e-3, 1.0
     if span(hi) <= layer_us:
         return hi
-    for _ in range(steps):
+    for _ in tqdm(range(steps), desc="fitting the host to the measured time", file=sys.stderr,
+                  disable=True if not progress else None, leave=False):  # None: only on a terminal
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if span(mid) < layer_us else (lo, mid)
     return hi
