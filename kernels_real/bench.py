@@ -331,9 +331,9 @@ class Sweep:
         bursts, the burst length, the medians of the bursts' first calls and of the calls after them
         (``steady_median_us``: back-to-back calls behind the previous one), and per weight set the median of
         its steady calls with their mean (``steady_sets_mean_us``). The weight sets route tokens differently,
-        so their calls can differ by more than the effects measured (16 % on deepseek_v3 at 16 tokens): the
-        steady median alone is one set's time when bursts are short, the mean over sets is what a trace of
-        one call per set (or a graph of all sets) shows."""
+        so their calls can differ by more than the effects measured (grouped GEMMs 17 % apart on deepseek_v3
+        at 16 tokens): the steady median alone is one set's time when bursts are short, the mean over sets is
+        what a trace of one call per set (or a graph of all sets) shows."""
         record: dict[str, object] = {
             "preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
             **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
