@@ -110,19 +110,14 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
                 continue
             durations = graph_durations if mode == "graph" else eager_durations
             overlay = graph_trace if graph_trace.exists() and durations == "graph" else None
-            if mode == "graph":
-                r = run_whatif(trace, REGION, launch="graph", profile=profile, durations_from=overlay,
-                               progress=False)
-                scale = 1.0
-            else:
-                r = run_whatif(trace, REGION, launch="as-traced", profile=profile, durations_from=overlay,
-                               measured_layer_us=seq, progress=False)
-                scale = r.host_scale
+            r = run_whatif(trace, REGION, launch="graph" if mode == "graph" else "as-traced", profile=profile,
+                           durations_from=overlay, measured_layer_us=None if mode == "graph" else seq,
+                           progress=False)
             whatif, base = r.whatif_layer_us or 0.0, r.baseline_layer_us
             rows.append({
                 "preset": preset, "tokens": tokens, "mode": mode, "seq_us": seq, "ms_us": ms,
                 "trace": str(trace.relative_to(folder)), "layers_per_trace": r.layers,
-                "host_scale": scale, "durations": "graph trace" if overlay else "as traced",
+                "host_scale": r.host_scale, "durations": "graph trace" if overlay else "as traced",
                 "baseline_us": base, "whatif_us": whatif, "raw_us": whatif, "anchored_us": seq * whatif / base,
                 "nochange_us": seq, "gain_measured": (seq - ms) / seq, "gain_predicted": 1 - whatif / base,
                 "profile": r.profile.describe(),

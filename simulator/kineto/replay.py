@@ -24,6 +24,7 @@ from simulator.kineto.reader import read_trace
 from simulator.kineto.whatif import move_region
 from simulator.profile import Profile, available_profiles, load_profile
 from simulator.result import SimResult
+from simulator.sharing import SharingModel
 
 
 @dataclass(slots=True)
@@ -98,7 +99,6 @@ class WhatIf:
             "notes": list(self.notes),
             "warnings": list(self.host.warnings),
         }
-
 
     def _host_source(self) -> str:
         if self.measured_layer_us is None:
@@ -184,8 +184,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                                                                if host_scale == 1.0 else ""))
     elif host_scale != 1.0 and launch == "as-traced":
         notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
-    baseline = simulate(compile_program(host, host.items, prof, launch, name="baseline", host_scale=host_scale),
-                        sharing)
+    baseline = replay_baseline(host, prof, launch, host_scale, sharing)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
                     host_scale=host_scale, measured_layer_us=measured_layer_us)
@@ -202,6 +201,13 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
     return report
 
 
+def replay_baseline(host: HostTrace, profile: Profile, launch: LaunchMode, host_scale: float,
+                    sharing: SharingModel) -> SimResult:
+    """The imported trace replayed as it is (under ``launch``, traced host time times ``host_scale``)."""
+    return simulate(compile_program(host, host.items, profile, launch, name="baseline", host_scale=host_scale),
+                    sharing)
+
+
 def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: int = 1, steps: int = 30,
                    progress: bool = False) -> float:
     """The factor on traced host time between submissions that makes the as-traced baseline replay's GPU span
@@ -211,8 +217,7 @@ def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: i
     sharing = profile.sharing_model()
 
     def span(scale: float) -> float:
-        return gpu_span(simulate(compile_program(host, host.items, profile, "as-traced", name="baseline",
-                                                 host_scale=scale), sharing)) / layers
+        return gpu_span(replay_baseline(host, profile, "as-traced", scale, sharing)) / layers
 
     lo, hi = 1e-3, 1.0
     if span(hi) <= layer_us:
