@@ -529,6 +529,7 @@ class Engine:
         self._callback_done()
 
     def _finish(self, kernel: _Kernel) -> None:
+        # _record_run's lines inline: calling it costs ~2 % of the engine's bytecodes per kernel
         now = self.env._now
         stream = kernel.stream
         start = kernel.start
