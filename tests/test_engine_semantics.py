@@ -154,3 +154,14 @@ def test_zero_duration_kernels_in_a_long_chain():
     r = simulate(program([launch(f"z{i}", "main", 0) for i in range(5000)] + [launch("last", "main", 1)]))
     assert r.makespan_us == 1
     assert len(r.kernels) == 5001
+
+
+def test_sharing_model_must_give_one_rate_per_running_kernel():
+    """A custom model that drops a kernel's rate is a bug in the model: the engine says so."""
+
+    class DropsOne:
+        def rates(self, demands):
+            return [1.0] * (len(demands) - 1) if len(demands) > 1 else [1.0]
+
+    with pytest.raises(ValueError, match="gave 1 rates for 2 running kernels"):
+        simulate(program([launch("a", "main", 10), launch("b", "aux", 10)]), DropsOne())
