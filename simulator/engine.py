@@ -356,8 +356,9 @@ class Engine:
             return
         self._wake = None
         t, eid = wake
-        if t >= self.env.peek():
-            heappush(self.env._queue, (t, NORMAL, eid, _due(self._on_wake, None)))
+        queue = self.env._queue
+        if queue and t >= queue[0][0]:
+            heappush(queue, (t, NORMAL, eid, _due(self._on_wake, None)))
         elif self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
             self._blocked = "queue"  # what the host finds at t (the launch is paid for)
         else:
