@@ -178,13 +178,14 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
     del trace
     sharing = prof.sharing_model()
     if measured_layer_us is not None:
-        host_scale = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
+        host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
         notes.append(f"traced host time between submissions scaled by {host_scale:.4g} to last the measured "
                      f"{measured_layer_us:.3f} µs per layer" + (" (already longer unscaled: not scaled)"
                                                                if host_scale == 1.0 else ""))
-    elif host_scale != 1.0 and launch == "as-traced":
-        notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
-    baseline = replay_baseline(host, prof, launch, host_scale, sharing)
+    else:
+        if host_scale != 1.0 and launch == "as-traced":
+            notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
+        baseline = replay_baseline(host, prof, launch, host_scale, sharing)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
                     host_scale=host_scale, measured_layer_us=measured_layer_us)
@@ -209,21 +210,27 @@ def replay_baseline(host: HostTrace, profile: Profile, launch: LaunchMode, host_
 
 
 def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: int = 1, steps: int = 30,
-                   progress: bool = False) -> float:
+                   progress: bool = False) -> tuple[float, SimResult]:
     """The factor on traced host time between submissions that makes the as-traced baseline replay's GPU span
     per layer (of ``layers`` in the trace) ``layer_us`` (bisection over (0.001, 1]: only the profiler's
-    slowdown of the host is taken out, so 1 when even the unscaled replay is not longer than the target).
-    ``progress``: a bar on stderr counts the replays (one per step)."""
+    slowdown of the host is taken out, so 1 when even the unscaled replay is not longer than the target), and
+    the baseline replay at that factor (one of the replays the fit ran). ``progress``: a bar on stderr counts
+    the replays (one per step)."""
     sharing = profile.sharing_model()
 
-    def span(scale: float) -> float:
-        return gpu_span(replay_baseline(host, profile, "as-traced", scale, sharing)) / layers
+    def replay(scale: float) -> SimResult:
+        return replay_baseline(host, profile, "as-traced", scale, sharing)
 
     lo, hi = 1e-3, 1.0
-    if span(hi) <= layer_us:
-        return hi
+    at_hi = replay(hi)
+    if gpu_span(at_hi) / layers <= layer_us:
+        return hi, at_hi
     for _ in tqdm(range(steps), desc="fitting the host to the measured time", file=sys.stderr,
                   disable=True if not progress else None, leave=False):  # None: only on a terminal
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if span(mid) < layer_us else (lo, mid)
-    return hi
+        at_mid = replay(mid)
+        if gpu_span(at_mid) / layers < layer_us:
+            lo = mid
+        else:
+            hi, at_hi = mid, at_mid
+    return hi, at_hi
