@@ -84,12 +84,15 @@ def _nvidia_smi() -> dict[str, str]:
     return dict(zip(fields.split(","), values, strict=False)) | {"time": dt.datetime.now().isoformat()}
 
 
-def run_env(device: torch.device, how: str | None) -> dict[str, object]:
-    """Where and when a GPU script ran: date, arguments, platform, nvidia-smi now, how it measured (``how``)
-    and that ROCm was not run."""
+def _run_record(device: torch.device) -> dict[str, object]:
+    """What every run record starts with: date, arguments, platform and that ROCm was not run."""
     return {"date": dt.datetime.now().isoformat(timespec="seconds"), "argv": sys.argv[1:], **platform_info(device),
-            "nvidia_smi": _nvidia_smi(), "how": how,
             "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
+
+
+def run_env(device: torch.device, how: str | None) -> dict[str, object]:
+    """Where and when a GPU script ran: the run record, nvidia-smi now and how it measured (``how``)."""
+    return _run_record(device) | {"nvidia_smi": _nvidia_smi(), "how": how}
 
 
 def _stats(samples_us: list[float]) -> dict[str, float]:
@@ -499,13 +502,10 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     (out / "traces").mkdir(parents=True, exist_ok=True)
     sweep = Sweep(args, out)
-    env: dict[str, object] = {"date": dt.datetime.now().isoformat(timespec="seconds"),
-                              "argv": sys.argv[1:], **platform_info(sweep.device),
-                              "timing": "CUDA events per replay (GPU) or perf_counter (CPU), warm-up first; "
-                                        "all cases timed before any profiler session; eager calls back to back",
-                              "eager_trace_calls": args.eager_trace_calls or "one per weight set",
-                              "trace_only": args.trace_only,
-                              "rocm_note": "ROCm was not run here; the code uses only APIs HIP torch provides"}
+    env = _run_record(sweep.device) | {
+        "timing": "CUDA events per replay (GPU) or perf_counter (CPU), warm-up first; all cases timed before any "
+                  "profiler session; eager calls back to back",
+        "eager_trace_calls": args.eager_trace_calls or "one per weight set", "trace_only": args.trace_only}
     if sweep.gpu:
         env["nvidia_smi_before"] = _nvidia_smi()
         current_stream(safe=True)  # run on a dedicated stream, as vLLM does
