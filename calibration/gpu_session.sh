@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe), or all (= tests+micro+sweep).
+# graphprobe, decode), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -71,6 +71,17 @@ if has traced3; then
   dir=${TRACED3_DIR:-kernels_real6}
   traced_per_preset "$dir" traced3
   traced_per_preset "${dir}_repeat" traced3
+fi
+if has decode; then
+  # the decode regime: the layer and its rank variants (one GPU doing one TP / EP rank's compute) at 1..256
+  # tokens, graph mode, sequential vs multi_stream (validation data); then the pieces' co-runs inside graphs
+  variants=""
+  for p in deepseek_v3 qwen2_57b_a14b llama4_scout deepseek_v2_lite; do variants+=" $p $p@tp2 $p@tp4 $p@tp8 $p@ep8"; done
+  python3 -m kernels_real.bench --out "$out/kernels_real9" --modes graph --strategies sequential multi_stream \
+    --presets $variants --tokens 1 2 4 8 16 32 64 128 256 --trace-presets --budget-s "${RANKS_BUDGET_S:-250}" \
+    2>&1 | tee "$out/ranks.log" | tail -70
+  python3 -m calibration.microbench.graph_corun --out "$out/graph_corun" --budget-s "${CORUN_BUDGET_S:-200}" \
+    2>&1 | tee "$out/graph-corun.log" | tail -90
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from simulator.workloads.ranks import rank_fields, split_rank_name
+
 RouterKind = Literal["softmax", "grouped_sigmoid", "topk_sigmoid"]
 ROUTER_KINDS: tuple[str, ...] = ("softmax", "grouped_sigmoid", "topk_sigmoid")
 DTYPES: tuple[str, ...] = ("bfloat16", "float16", "float32")
@@ -161,8 +163,16 @@ PRESETS: dict[str, MoEConfig] = {
 
 
 def get_preset(name: str) -> MoEConfig:
-    """The preset called ``name``; ConfigError naming the known ones otherwise."""
+    """The preset called ``name`` (``PRESET@tpN`` / ``PRESET@epN``: one rank's compute, see
+    ``simulator.workloads.ranks``); ConfigError naming the known ones otherwise."""
+    base, kind, n = split_rank_name(name)
     try:
-        return PRESETS[name]
+        cfg = PRESETS[base]
     except KeyError:
-        raise ConfigError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+        raise ConfigError(f"unknown preset {base!r}; known: {', '.join(PRESETS)} (with @tpN / @epN)") from None
+    if kind is None:
+        return cfg
+    try:
+        return MoEConfig(**rank_fields(dataclasses.asdict(cfg), kind, n))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None

@@ -6,10 +6,12 @@ agree); ``layers`` / ``moe_layers`` / ``source`` are extra, for decode-step scen
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
 from simulator.errors import InputError
+from simulator.workloads.ranks import rank_fields, split_rank_name
 
 RouterKind = Literal["softmax", "grouped_sigmoid", "topk_sigmoid"]
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -82,11 +84,18 @@ PRESETS: dict[str, MoEDims] = {d.name: d for d in (
 
 
 def get_preset(name: str) -> MoEDims:
-    """A preset by name; case, ``-`` and ``_`` are ignored (``DeepSeek-V3`` is ``deepseek_v3``)."""
-    found = _BY_KEY.get(_key(name))
+    """A preset by name; case, ``-`` and ``_`` are ignored (``DeepSeek-V3`` is ``deepseek_v3``).
+    ``PRESET@tpN`` / ``PRESET@epN`` is one rank's compute (``simulator.workloads.ranks``)."""
+    base, kind, n = split_rank_name(name)
+    found = _BY_KEY.get(_key(base))
     if found is None:
-        raise InputError(f"unknown MoE preset {name!r}; known: {', '.join(PRESETS)}")
-    return found
+        raise InputError(f"unknown MoE preset {base!r}; known: {', '.join(PRESETS)} (with @tpN / @epN)")
+    if kind is None:
+        return found
+    try:
+        return MoEDims(**rank_fields(dataclasses.asdict(found), kind, n))
+    except ValueError as err:
+        raise InputError(str(err)) from None
 
 
 def _key(name: str) -> str:
