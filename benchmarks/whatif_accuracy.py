@@ -22,7 +22,9 @@ predicts the multi_stream time of the same preset and token count:
   or (``--graph-durations traced``) as in the eager trace itself;
 - eager: the trace replayed as traced, host time between submissions scaled by the factor that makes the
   replay of the sequential trace last the measured sequential median (takes the profiler's slowdown of the
-  host out; uses only the sequential run; the scale is printed);
+  host out; uses only the sequential run; the scale is printed); where the records hold per-weight-set steady
+  medians, the measured eager times are the mean over the weight sets the sequential trace holds (a trace may
+  hold fewer sets than were timed: ``measured_us``);
   kernel durations as traced, or (``--eager-durations graph``) from the graph trace as above.
 
 An eager trace whose metadata says ``moesim_layers_per_trace: N`` is replayed whole and its spans (baseline
@@ -38,11 +40,13 @@ trace in ``traces/`` replayed as traced must reproduce its own span of GPU work 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import statistics
 import sys
 from pathlib import Path
 
+import ijson
 from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,18 +71,40 @@ def _latest() -> Path:
     return found[-1]
 
 
-def _medians(path: Path, mode: str) -> dict[tuple[str, int, str], float]:
-    """Measured per-call medians. Eager: the mean over weight sets of each set's steady median where the
-    record has it (what a back-to-back trace of one call per set shows), else the steady median (calls
-    behind the previous one in a burst; older runs, where short bursts make it one weight set's time), else
-    the median of all calls."""
-    cases = json.loads(path.read_text())
-    return {(c["preset"], c["tokens"], c["strategy"]): _eager_time(c) if mode == "eager" else c["median_us"]
-            for c in cases if c["mode"] == mode}
+def _cases(path: Path, mode: str) -> dict[tuple[str, int, str], dict]:
+    """The records of one mode of a bench run's ``cases.json``, by (preset, tokens, strategy)."""
+    return {(c["preset"], c["tokens"], c["strategy"]): c for c in json.loads(path.read_text()) if c["mode"] == mode}
 
 
-def _eager_time(case: dict) -> float:
+def measured_us(case: dict, mode: str, trace_sets: list[int] | None = None) -> float:
+    """Measured per-call time. Graph: the median (a replay runs every weight set). Eager, where the record has
+    per-set steady medians (``steady_set_medians_us``) and ``trace_sets`` names the weight set of each call the
+    trace holds: the mean of those sets' steady medians, call by call (like with like: a trace may hold fewer sets
+    than were timed); else the mean over all sets; else the steady median (calls behind the previous one in a
+    burst; older runs, where short bursts make it one weight set's time); else the median of all calls."""
+    if mode == "graph":
+        return case["median_us"]
+    per_set = case.get("steady_set_medians_us")
+    if per_set and trace_sets and max(trace_sets) < len(per_set):
+        return statistics.fmean(per_set[s] for s in trace_sets)
     return case.get("steady_sets_mean_us", case.get("steady_median_us", case["median_us"]))
+
+
+def trace_sets(path: Path) -> list[int] | None:
+    """The weight set of each layer call an eager kernels_real trace holds (call ``i`` ran set ``i mod
+    moesim_weight_sets``, the sets the bench run seeds as 100 + k, the same in its timing), None when the trace
+    does not say."""
+    meta: dict[str, int] = {}
+    with path.open("rb") as raw:
+        stream = gzip.GzipFile(fileobj=raw) if raw.read(2) == b"\x1f\x8b" else raw
+        raw.seek(0)
+        for prefix, event, value in ijson.parse(stream):
+            if prefix in ("moesim_weight_sets", "moesim_layers_per_trace") and event == "number":
+                meta[prefix] = int(value)
+                if len(meta) == 2:
+                    break
+    sets, calls = meta.get("moesim_weight_sets"), meta.get("moesim_layers_per_trace")
+    return None if not sets or not calls else [i % sets for i in range(calls)]
 
 
 def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:
@@ -94,7 +120,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
              graph_durations: str = "graph") -> tuple[list[dict], dict[str, str]]:
     real, rerun = sources_of(folder, run)
     eager_cases = rerun / "cases.json"
-    medians = {"graph": _medians(real / "cases.json", "graph"), "eager": _medians(eager_cases, "eager")}
+    records = {"graph": _cases(real / "cases.json", "graph"), "eager": _cases(eager_cases, "eager")}
     sources = {"graph": str((real / "cases.json").relative_to(folder)), "eager": str(eager_cases.relative_to(folder))}
     rows = []
     names = sorted({p.name for d in (real, rerun) for p in (d / "traces").glob("*_sequential_eager.json*")})
@@ -102,12 +128,15 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
         preset, tokens = _key(name)
         graph_trace = real / "traces" / name.replace("_eager", "_graph")
         for mode in ("graph", "eager"):
-            seq = medians[mode].get((preset, tokens, "sequential"))
-            ms = medians[mode].get((preset, tokens, "multi_stream"))
+            seq_case = records[mode].get((preset, tokens, "sequential"))
+            ms_case = records[mode].get((preset, tokens, "multi_stream"))
             trace = next(d / "traces" / name for d in ((real, rerun) if mode == "graph" else (rerun, real))
                           if (d / "traces" / name).is_file())
-            if seq is None or ms is None:
+            if seq_case is None or ms_case is None:
                 continue
+            sets = trace_sets(trace) if mode == "eager" else None
+            seq, ms = measured_us(seq_case, mode, sets), measured_us(ms_case, mode, sets)
+            timed_sets = seq_case.get("weight_sets")
             durations = graph_durations if mode == "graph" else eager_durations
             overlay = graph_trace if graph_trace.exists() and durations == "graph" else None
             r = run_whatif(trace, REGION, launch="graph" if mode == "graph" else "as-traced", profile=profile,
@@ -117,6 +146,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
             rows.append({
                 "preset": preset, "tokens": tokens, "mode": mode, "seq_us": seq, "ms_us": ms,
                 "trace": str(trace.relative_to(folder)), "layers_per_trace": r.layers,
+                "trace_sets": sorted(set(sets)) if sets else None, "timed_sets": timed_sets,
                 "host_scale": r.host_scale, "durations": "graph trace" if overlay else "as traced",
                 "baseline_us": base, "whatif_us": whatif, "raw_us": whatif, "anchored_us": seq * whatif / base,
                 "nochange_us": seq, "gain_measured": (seq - ms) / seq, "gain_predicted": 1 - whatif / base,
@@ -208,6 +238,12 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
                      f"{r['baseline_us']:.1f} | {r['raw_us']:.1f} | {r['anchored_us']:.1f} | "
                      f"{r['gain_measured']:+.2%} | {r['gain_predicted']:+.2%} | {err(r, 'raw_us'):.2%} | "
                      f"{err(r, 'anchored_us'):.2%} | {err(r, 'nochange_us'):.2%} |")
+    partial = sorted({(r["preset"], len(r["trace_sets"]), r["timed_sets"]) for r in rows
+                      if r.get("trace_sets") and r.get("timed_sets") and len(r["trace_sets"]) < r["timed_sets"]})
+    if partial:
+        lines += ["", "Weight sets: eager measured times are the mean of the steady medians of the sets the sequential "
+                  "trace holds; traces holding fewer sets than were timed: " + "; ".join(
+                      f"{p} ({n} of {t})" for p, n, t in partial) + "."]
     if checks:
         bad = [c for c in checks if abs(c["error"]) > SANITY]
         worst = max(checks, key=lambda c: abs(c["error"]))
