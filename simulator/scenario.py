@@ -11,12 +11,12 @@ import copy
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from simulator.errors import InputError, describe_validation_error
+from simulator.errors import EXPONENT_NUMBER, InputError, describe_validation_error
 from simulator.ir import read_document
 from simulator.workloads.attention import STEP_SHAPES, AttentionDims, StepShape, check_tp
 from simulator.workloads.decode_step import Parallelism
@@ -26,36 +26,47 @@ from simulator.workloads.presets import PRESETS, MoEDims, get_preset
 Strategy = Literal["sequential", "multi_stream", "fused_shared"]
 
 
+# Sane upper bounds (the schema names them; every number is also required finite).
+MAX_WIDTH = 2**20  # hidden sizes, intermediate sizes, head dims, ranks
+MAX_COUNT = 2**16  # experts, heads, groups, GPUs in one parallel dimension
+MAX_LAYERS = 10_000
+MAX_VOCAB = 2**24
+MAX_TOKENS = 2**20  # requests (one token each per decode step) and token thresholds
+MAX_LEN = 2**24  # prompt and output lengths
+MAX_LINK_GBPS = 1e6
+MAX_LATENCY_US = 1e6
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class MoESpec(_Strict):
     """Explicit MoE dimensions; with a preset they override its fields (e.g. a cheaper shared expert)."""
 
-    hidden: int | None = Field(None, gt=0)
-    moe_intermediate: int | None = Field(None, gt=0)
-    n_experts: int | None = Field(None, gt=0)
-    top_k: int | None = Field(None, gt=0)
-    shared_intermediate: int | None = Field(None, ge=0)
-    n_shared: int | None = Field(None, ge=0)
+    hidden: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    moe_intermediate: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    n_experts: int | None = Field(None, gt=0, le=MAX_COUNT)
+    top_k: int | None = Field(None, gt=0, le=MAX_COUNT)
+    shared_intermediate: int | None = Field(None, ge=0, le=MAX_WIDTH)
+    n_shared: int | None = Field(None, ge=0, le=MAX_COUNT)
     router: Literal["softmax", "grouped_sigmoid", "topk_sigmoid"] | None = None
-    n_group: int | None = Field(None, gt=0)
-    topk_group: int | None = Field(None, gt=0)
+    n_group: int | None = Field(None, gt=0, le=MAX_COUNT)
+    topk_group: int | None = Field(None, gt=0, le=MAX_COUNT)
 
 
 class AttentionSpec(_Strict):
     """Attention shape: MLA (DeepSeek, Kimi) or GQA; with a preset, overrides its fields."""
 
     kind: Literal["mla", "gqa"] | None = None
-    heads: int | None = Field(None, gt=0)
-    kv_heads: int | None = Field(None, ge=0)
-    head_dim: int | None = Field(None, gt=0)
-    q_lora_rank: int | None = Field(None, ge=0, description="0: no query compression")
-    kv_lora_rank: int | None = Field(None, gt=0)
-    qk_nope_head_dim: int | None = Field(None, gt=0)
-    qk_rope_head_dim: int | None = Field(None, ge=0)
-    v_head_dim: int | None = Field(None, gt=0)
+    heads: int | None = Field(None, gt=0, le=MAX_COUNT)
+    kv_heads: int | None = Field(None, ge=0, le=MAX_COUNT)
+    head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    q_lora_rank: int | None = Field(None, ge=0, le=MAX_WIDTH, description="0: no query compression")
+    kv_lora_rank: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    qk_nope_head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH)
+    qk_rope_head_dim: int | None = Field(None, ge=0, le=MAX_WIDTH)
+    v_head_dim: int | None = Field(None, gt=0, le=MAX_WIDTH)
 
 
 class ModelSpec(_Strict):
@@ -63,10 +74,10 @@ class ModelSpec(_Strict):
     name: str | None = Field(None, description="label for outputs (default: the preset)")
     moe: MoESpec = MoESpec()
     attention: AttentionSpec = AttentionSpec()
-    layers: int | None = Field(None, gt=0, description="decoder layers (default: the preset's)")
-    moe_layers: int | None = Field(None, ge=0, description="of which MoE (the rest are dense)")
-    dense_intermediate: int | None = Field(None, ge=0, description="dense-layer MLP width")
-    vocab: int | None = Field(None, gt=0)
+    layers: int | None = Field(None, gt=0, le=MAX_LAYERS, description="decoder layers (default: the preset's)")
+    moe_layers: int | None = Field(None, ge=0, le=MAX_LAYERS, description="of which MoE (the rest are dense)")
+    dense_intermediate: int | None = Field(None, ge=0, le=MAX_WIDTH, description="dense-layer MLP width")
+    vocab: int | None = Field(None, gt=0, le=MAX_VOCAB)
 
     @model_validator(mode="after")
     def _resolvable(self) -> ModelSpec:
@@ -121,26 +132,28 @@ def get_preset_or_error(name: str) -> MoEDims:
 
 class PlatformSpec(_Strict):
     profile: str = Field(description="profile name (calibration/profiles/NAME.json) or path to a profile JSON")
-    link_bandwidth_GBps: float | None = Field(None, gt=0, description="override the profile's link bandwidth")
-    link_latency_us: float | None = Field(None, ge=0, description="override the profile's link latency")
+    link_bandwidth_GBps: float | None = Field(None, gt=0, le=MAX_LINK_GBPS,
+                                              description="override the profile's link bandwidth")
+    link_latency_us: float | None = Field(None, ge=0, le=MAX_LATENCY_US,
+                                          description="override the profile's link latency")
 
 
 class ParallelismSpec(_Strict):
-    tp: int = Field(1, ge=1, description="tensor parallel size (attention heads, dense layers)")
-    dp: int = Field(1, ge=1, description="data-parallel attention size (DP ranks)")
-    ep: int = Field(1, ge=1, description="expert parallel size (1 or tp × dp)")
+    tp: int = Field(1, ge=1, le=MAX_COUNT, description="tensor parallel size (attention heads, dense layers)")
+    dp: int = Field(1, ge=1, le=MAX_COUNT, description="data-parallel attention size (DP ranks)")
+    ep: int = Field(1, ge=1, le=MAX_COUNT, description="expert parallel size (1 or tp × dp)")
 
     def layout(self) -> Parallelism:
         return Parallelism(self.tp, self.dp, self.ep)
 
 
 class LoadSpec(_Strict):
-    concurrency: int = Field(ge=1, description="running requests (one token each per decode step)")
+    concurrency: int = Field(ge=1, le=MAX_TOKENS, description="running requests (one token each per decode step)")
     concurrency_scope: Literal["per_dp_rank", "total"] = Field(
         "per_dp_rank", description="per_dp_rank: each DP rank runs `concurrency` requests; total: the "
                                    "benchmark client's concurrency, spread over the DP ranks")
-    input_len: int = Field(1024, ge=1)
-    output_len: int = Field(1024, ge=1)
+    input_len: int = Field(1024, ge=1, le=MAX_LEN)
+    output_len: int = Field(1024, ge=1, le=MAX_LEN)
 
     def kv_len(self) -> int:
         """Mean cached length over the decode phase: the prompt plus half the output."""
@@ -157,14 +170,16 @@ class StrategiesSpec(_Strict):
     compare: list[Strategy] = Field(default_factory=lambda: list(STRATEGIES), min_length=1)
     dbo: list[bool] = Field(default_factory=lambda: [False], min_length=1,
                             description="dual-batch overlap (two micro-batches) off/on")
-    token_threshold: int | None = Field(None, ge=0, description="multi_stream only at ≤ this many tokens per "
-                                                                "rank (VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD)")
+    token_threshold: int | None = Field(None, ge=0, le=MAX_TOKENS,
+                                        description="multi_stream only at ≤ this many tokens per rank "
+                                                    "(VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD)")
     dp_gate: bool = Field(False, description="multi_stream only when dp > 1 (the ROCm heuristic)")
 
 
 class ThresholdsSpec(_Strict):
-    margin: float = Field(0.005, ge=0, description="step-time gain multi_stream must keep (fraction)")
-    concurrency: list[int] = Field(default_factory=lambda: [2 ** i for i in range(9)], min_length=1)
+    margin: float = Field(0.005, ge=0, lt=1, description="step-time gain multi_stream must keep (fraction)")
+    concurrency: list[Annotated[int, Field(ge=1, le=MAX_TOKENS)]] = Field(
+        default_factory=lambda: [2 ** i for i in range(9)], min_length=1, max_length=256)
 
 
 class Scenario(_Strict):
@@ -196,7 +211,7 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     try:
         return Scenario.model_validate(data)
     except ValidationError as err:
-        raise InputError(describe_validation_error(err, source)) from None
+        raise InputError(describe_validation_error(err, source, Scenario)) from None
 
 
 def load_document(path: str | Path) -> dict[str, Any]:
@@ -211,11 +226,13 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def parse_value(text: str) -> Any:
-    """A ``--set`` value as YAML (``8``, ``true``, ``h200``, ``[1, 2]``)."""
+    """A ``--set`` value as YAML (``8``, ``true``, ``h200``, ``[1, 2]``); a number in exponent form is a number
+    (``1e3``, which YAML 1.1 reads as text)."""
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         raise InputError(f"--set value {text!r} is not valid YAML") from None
+    return float(value) if isinstance(value, str) and EXPONENT_NUMBER.fullmatch(value.strip()) else value
 
 
 def with_value(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from simulator.errors import InputError
-from simulator.scenario import json_schema, load_scenario, parse_scenario, with_value
+from simulator.scenario import json_schema, load_scenario, parse_scenario, parse_value, with_value
 
 SHIPPED = sorted(Path(__file__).resolve().parents[1].joinpath("scenarios").glob("*.yaml"))
 BASE = {"model": {"preset": "DeepSeek-V3"}, "platform": {"profile": "h200-datasheet"},
@@ -33,7 +33,13 @@ def test_seed_scenarios_are_shipped() -> None:
 
 @pytest.mark.parametrize(("edit", "expected"), [
     (("load.concurrency", "many"), "load.concurrency: Input should be a valid integer"),
-    (("load.concurrency", 0), "load.concurrency: Input should be greater than or equal to 1"),
+    (("load.concurrency", 0), "load.concurrency: got 0; expected a number ≥ 1 and ≤ 1048576"),
+    (("load.concurrency", 10**30), "load.concurrency: got 1000000000000000000000000000000; expected a number ≥ 1"),
+    (("load.input_len", "1e300"), "load.input_len: got the text '1e300' (YAML reads an exponent as a number only"),
+    (("platform.link_latency_us", float("nan")), "link_latency_us: got nan; expected a finite number ≥ 0 and ≤ 1"),
+    (("platform.link_bandwidth_GBps", float("inf")), "link_bandwidth_GBps: got inf; expected a finite number > 0"),
+    (("thresholds.margin", 1.0), "thresholds.margin: got 1.0; expected a number ≥ 0 and < 1"),
+    (("thresholds.concurrency", [1, 0]), "thresholds.concurrency[1]: got 0; expected a number ≥ 1 and ≤ 1048576"),
     (("platform.speed", 3), "platform.speed: Extra inputs are not permitted"),
     (("strategies.compare", ["overlap"]), "strategies.compare[0]: Input should be 'sequential'"),
     (("model.preset", "GPT-5"), "model: unknown MoE preset 'GPT-5'"),
@@ -46,6 +52,24 @@ def test_errors_name_file_field_and_expectation(tmp_path: Path, edit: tuple[str,
         load_scenario(path)
     message = str(err.value)
     assert message.startswith(str(path)) and expected in message and "\n" not in message
+
+
+def test_up_to_five_errors_are_shown(tmp_path: Path) -> None:
+    doc = BASE
+    for field in ("tp", "dp", "ep"):
+        doc = with_value(doc, f"parallelism.{field}", 0)
+    for field in ("concurrency", "input_len", "output_len"):
+        doc = with_value(doc, f"load.{field}", -1)
+    with pytest.raises(InputError) as err:
+        load_scenario(_write(tmp_path, doc))
+    message = str(err.value)
+    assert message.count("expected a number ≥ 1") == 5 and message.endswith("(and 1 more)")
+    assert "parallelism.tp" in message and "load.input_len" in message
+
+
+def test_set_values_in_exponent_form_are_numbers() -> None:
+    assert parse_value("1e3") == 1000.0 and parse_value("2.5E-1") == 0.25
+    assert parse_value("h200") == "h200" and parse_value("inf") == "inf" and parse_value("8") == 8
 
 
 def test_missing_file_and_malformed_yaml(tmp_path: Path) -> None:
