@@ -24,6 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--holdout-presets", nargs="*", help="override the held-out presets recorded in the profile")
     p.add_argument("--holdout-tokens", nargs="*", type=int, help="override the held-out token counts")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the figure tables as markdown (the generated blocks of calibration/VALIDATION.md)")
     p.add_argument("--html", type=Path,
                    help="write the predicted-vs-measured scatter and per-preset errors (offline HTML)")
     p.add_argument("--strict", action="store_true", help="exit code 1 when a target is missed")
@@ -53,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     tokens = args.holdout_tokens if args.holdout_tokens is not None else layer.get("holdout_tokens", [])
     from tqdm import tqdm
 
-    with tqdm(total=len(cases), desc="validate", file=sys.stderr, disable=args.json or None) as bar:
+    with tqdm(total=len(cases), desc="validate", file=sys.stderr, disable=args.json or args.markdown or None) as bar:
         report = evaluate(profile, cases, presets, tokens, progress=bar.update)
     if args.html:
         from simulator.report.build import write_validation_html
@@ -61,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         write_validation_html(report, args.html, invocation())
     if args.json:
         print(dumps(report))
+    elif args.markdown:
+        from calibration.validation_markdown import report_markdown
+
+        print(report_markdown(report), end="")
     else:
         print("\n".join(summary_lines(report)))
         if args.html:
