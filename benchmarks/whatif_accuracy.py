@@ -254,6 +254,72 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
     return "\n".join(lines) + "\n"
 
 
+def results_for(folder: Path, runs: list[str] | None, profile: str | None, eager_durations: str = "traced",
+                graph_durations: str = "graph", with_sanity: bool = True) -> list[dict]:
+    """One result per run (``None``: ``kernels_real`` with its eager re-run), then a pooled one when there are
+    several: rows, summaries, sanity checks and sources (the ``--json`` document)."""
+    results = []
+    for run in runs or (None,):
+        rows, sources = evaluate(folder, run, profile, eager_durations, graph_durations)
+        checks = sanity(folder, run, profile) if with_sanity else []
+        results.append({"run": run, "folder": str(folder), "sources": sources, "rows": rows,
+                        "summary": _summaries(rows), "sanity": checks})
+    if len(results) > 1:
+        rows = pooled([r["rows"] for r in results])
+        names = ", ".join(f"`{r['run']}`" for r in results)
+        results.append({"run": "pooled", "folder": str(folder), "sources": {"graph": names, "eager": names},
+                        "rows": rows, "summary": _summaries(rows), "sanity": []})
+    return results
+
+
+def render(folder: Path, results: list[dict], eager_durations: str = "traced", graph_durations: str = "graph") -> str:
+    """The markdown the command prints: each run's tables (headed by the run when there are several)."""
+    out = []
+    for r in results:
+        if len(results) > 1:
+            out.append(f"### {'pooled: mean over the runs of each case' if r['run'] == 'pooled' else r['run']}\n\n")
+        out.append(markdown(folder, r["rows"], r["summary"], r["sanity"], r["sources"], eager_durations,
+                            graph_durations) + "\n")
+    return "".join(out)
+
+
+def targets_table(columns: list[tuple[str, dict]]) -> str:
+    """One column per result (label, result): the raw predictor against each target, the worst case named,
+    sign misses, and the baseline sanity."""
+    def cell(res: dict, mode: str, what: str) -> str:
+        s = next((x for x in res["summary"] if x["mode"] == mode and x["predictor"] == "raw"), None)
+        if s is None or not s["cases"]:
+            return "–"
+        if what == "signs":
+            return f"{s['sign_wrong']} wrong of {s['sign_checked']}"
+        key = "median" if what == "median" else "worst"
+        value, target = s[f"{key}_err"], s[f"target_{key}"]
+        text = f"**{value:.2%}**" if value <= target else f"{value:.2%}"
+        if what == "worst":
+            worst = max((r for r in res["rows"] if r["mode"] == mode), key=lambda r: err(r, "raw_us"))
+            text += f" ({worst['preset']} t{worst['tokens']})"
+        return text
+
+    def sanity_cell(res: dict) -> str:
+        checks = res["sanity"]
+        if not checks:
+            return "–"
+        within = sum(abs(c["error"]) <= SANITY for c in checks)
+        worst = max(checks, key=lambda c: abs(c["error"]))["error"]
+        ok = within == len(checks)
+        return f"{'**' if ok else ''}{within}/{len(checks)}{'**' if ok else ''} (worst {worst:+.2%})"
+
+    lines = ["| target | " + " | ".join(label for label, _ in columns) + " |",
+             "| --- | " + " | ".join("---" for _ in columns) + " |"]
+    for mode in ("graph", "eager"):
+        med, worst = TARGETS[mode]
+        for what, label in (("median", f"median ≤ {med:.1%}"), ("worst", f"worst ≤ {worst:.0%}"),
+                            ("signs", f"signs (abs gain > {SIGN_MIN_GAIN:.0%})")):
+            lines.append(f"| {mode} raw {label} | " + " | ".join(cell(r, mode, what) for _, r in columns) + " |")
+    lines.append(f"| baseline sanity ≤ {SANITY:.0%} | " + " | ".join(sanity_cell(r) for _, r in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", type=Path, help="measurement folder holding kernels_real/")
@@ -274,25 +340,12 @@ def main() -> int:
     for run in args.run or ():
         if not (folder / run / "cases.json").is_file():
             parser.error(f"{folder / run} has no cases.json")
-    results = []
-    for run in args.run or (None,):
-        rows, sources = evaluate(folder, run, args.profile, args.eager_durations, args.graph_durations)
-        checks = [] if args.no_sanity else sanity(folder, run, args.profile)
-        results.append({"run": run, "folder": str(folder), "sources": sources, "rows": rows,
-                        "summary": _summaries(rows), "sanity": checks})
-    if len(results) > 1:
-        rows = pooled([r["rows"] for r in results])
-        runs = ", ".join(f"`{r['run']}`" for r in results)
-        results.append({"run": "pooled", "folder": str(folder), "sources": {"graph": runs, "eager": runs},
-                        "rows": rows, "summary": _summaries(rows), "sanity": []})
+    results = results_for(folder, args.run, args.profile, args.eager_durations, args.graph_durations,
+                          not args.no_sanity)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0
-    for r in results:
-        if len(results) > 1:
-            print(f"### {'pooled: mean over the runs of each case' if r['run'] == 'pooled' else r['run']}\n")
-        print(markdown(folder, r["rows"], r["summary"], r["sanity"], r["sources"], args.eager_durations,
-                       args.graph_durations))
+    print(render(folder, results, args.eager_durations, args.graph_durations), end="")
     return 0
 
 
