@@ -1,0 +1,92 @@
+"""Decisions, not only times: the regret of choosing multi_stream by a policy, scored on measured gains.
+
+At each measured point (a preset or rank variant at a token count) the better of sequential and multi_stream
+is known from the measurement. A policy picks one of them; its *regret* there is the measured gain of the
+best choice minus that of the chosen one (in points of the sequential time: 0 when it picked the better,
+else |measured gain|). Policies compared:
+
+- ``model``: multi_stream where the predicted gain exceeds the margin (``thresholds.margin``);
+- ``always``: multi_stream everywhere;
+- ``vllm_default``: multi_stream up to 256 tokens (vLLM's default
+  ``VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD``), sequential above;
+- ``never``: sequential everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+VLLM_DEFAULT_THRESHOLD = 256
+
+
+@dataclass(frozen=True)
+class GainPoint:
+    """One measured point: the measured and predicted multi_stream gain over sequential (fractions)."""
+
+    preset: str
+    tokens: int
+    measured_gain: float
+    predicted_gain: float
+
+
+Policy = Callable[[GainPoint, float], bool]  # (point, margin) -> choose multi_stream?
+
+POLICIES: dict[str, Policy] = {
+    "model": lambda p, margin: p.predicted_gain > margin,
+    "always": lambda p, margin: True,
+    "vllm_default": lambda p, margin: p.tokens <= VLLM_DEFAULT_THRESHOLD,
+    "never": lambda p, margin: False,
+}
+
+
+def regret(point: GainPoint, multi_stream: bool) -> float:
+    """Measured gain of the best choice minus that of the chosen one (≥ 0, a fraction)."""
+    best = max(point.measured_gain, 0.0)
+    return best - (point.measured_gain if multi_stream else 0.0)
+
+
+@dataclass(frozen=True)
+class PolicyScore:
+    policy: str
+    mean: float
+    worst: float
+    worst_at: str
+    chose_multi_stream: int
+    n: int
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return {"policy": self.policy, "mean_regret": round(self.mean, 6), "worst_regret": round(self.worst, 6),
+                "worst_at": self.worst_at, "chose_multi_stream": self.chose_multi_stream, "points": self.n}
+
+
+def score(points: Sequence[GainPoint], margin: float, policies: dict[str, Policy] = POLICIES) -> list[PolicyScore]:
+    """Mean and worst regret of each policy over ``points``."""
+    if not points:
+        raise ValueError("no measured points to score")
+    out = []
+    for name, choose in policies.items():
+        picks = [choose(p, margin) for p in points]
+        regrets = [regret(p, pick) for p, pick in zip(points, picks, strict=True)]
+        worst = max(range(len(points)), key=lambda i: regrets[i])
+        at = f"{points[worst].preset} t{points[worst].tokens}"
+        out.append(PolicyScore(name, sum(regrets) / len(regrets), regrets[worst], at, sum(picks), len(points)))
+    return out
+
+
+def verdict(scores: Sequence[PolicyScore]) -> list[str]:
+    """One line per trivial policy: does the model beat it on mean and on worst regret, and by how much."""
+    by = {s.policy: s for s in scores}
+    model = by["model"]
+    lines = []
+    for name in ("always", "vllm_default", "never"):
+        other = by.get(name)
+        if other is None:
+            continue
+        mean_ok, worst_ok = model.mean < other.mean, model.worst < other.worst
+        word = "beats" if mean_ok and worst_ok else ("ties" if model.mean == other.mean and
+                                                      model.worst == other.worst else "does NOT beat")
+        lines.append(f"model {word} {name}: mean regret {100 * model.mean:.2f} vs {100 * other.mean:.2f} points, "
+                     f"worst {100 * model.worst:.2f} vs {100 * other.worst:.2f}")
+    return lines
