@@ -1,0 +1,227 @@
+"""Rewrite the generated blocks of the evidence documents from the commands that measure them.
+
+    python benchmarks/regen_docs.py            # rewrite every block (after any change to the model or the data)
+    python benchmarks/regen_docs.py --check    # exit 1, with a diff, where a document differs from its commands
+    python benchmarks/regen_docs.py --only ID [ID ...] | --print ID | --list
+
+A block is ``<!-- BEGIN GENERATED: ID (COMMAND) -->`` … ``<!-- END GENERATED -->`` in ``calibration/VALIDATION.md``,
+``docs/validation.md`` or ``docs/whatif_accuracy.md``; COMMAND prints the block's body (``--print ID`` where it is
+a table this script assembles). Every block runs on the CPU: the GPU runs it shows are read from the committed
+measurements. Text outside the blocks is never touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
+
+import decode_step_tables as dst  # noqa: E402
+import whatif_accuracy as wa  # noqa: E402
+
+BLOCK = re.compile(r"<!-- BEGIN GENERATED: (?P<id>[\w.-]+) \((?P<cmd>.*)\) -->\n(?P<body>.*?)<!-- END GENERATED -->",
+                   re.S)
+VALIDATION, DECODE, WHATIF = "calibration/VALIDATION.md", "docs/validation.md", "docs/whatif_accuracy.md"
+MEASUREMENTS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-02"
+SELF = "python benchmarks/regen_docs.py --print "
+F_RUNS = ("kernels_real6", "kernels_real6_repeat", "kernels_real7", "kernels_real7_repeat", "kernels_real8",
+          "kernels_real8_repeat")
+EARLIER = (("E", ("kernels_real5",)), ("D", ("graph_probe",)), ("A", ("kernels_real4",)), ("B", ("kernels_real3",)),
+           ("C", ()))
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: str
+    command: str
+    make: Callable[[], str]
+
+
+def _moesim_text(*args: str) -> str:
+    cmd = [sys.executable, "-c", "import sys; from simulator.cli.main import main; sys.exit(main())", *args]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"moesim {' '.join(args)}: exit {done.returncode}: {done.stderr.strip()[-500:]}")
+    return done.stdout
+
+
+@cache
+def _whatif(runs: tuple[str, ...], profile: str = "h200", with_sanity: bool = True) -> list[dict]:
+    return wa.results_for(MEASUREMENTS, list(runs) or None, profile, with_sanity=with_sanity)
+
+
+def _whatif_cmd(runs: tuple[str, ...], profile: str = "h200", with_sanity: bool = True) -> str:
+    return ("python benchmarks/whatif_accuracy.py" + "".join(f" --run {r}" for r in runs) + f" --profile {profile}"
+            + ("" if with_sanity else " --no-sanity"))
+
+
+def _whatif_block(runs: tuple[str, ...], profile: str = "h200", with_sanity: bool = True) -> Block:
+    return Block(WHATIF, _whatif_cmd(runs, profile, with_sanity),
+                 lambda: wa.render(MEASUREMENTS, _whatif(runs, profile, with_sanity)))
+
+
+def _targets_f() -> str:
+    results = _whatif(F_RUNS)
+    return wa.targets_table([("F pooled (6 runs)", results[-1])] + [(r["run"], r) for r in results[:-1]])
+
+
+def _targets_earlier() -> str:
+    return wa.targets_table([(name, _whatif(runs)[0]) for name, runs in EARLIER])
+
+
+def _profile():  # -> simulator.profile.Profile (imported lazily)
+    from simulator.profile import load_profile
+
+    return load_profile("h200")
+
+
+def _sharing() -> str:
+    from calibration.validate import load_cases
+    from calibration.validation_markdown import sharing_markdown
+
+    cases = [c for c in load_cases(MEASUREMENTS) if c.get("device", "cuda") != "cpu"]
+    return sharing_markdown(_profile(), cases)
+
+
+def _fit() -> str:
+    from calibration.validation_markdown import fit_markdown
+
+    return fit_markdown(_profile())
+
+
+def _experts_hit() -> str:
+    from simulator.workloads.moe_layer import expected_touched_experts, touched_experts
+    from simulator.workloads.presets import get_preset
+
+    d = get_preset("deepseek_v3")
+    head = ("| tokens | experts hit (kernels_real's biased router) | experts hit (uniform picks) |\n"
+            "| ---: | ---: | ---: |\n")
+    rows = "".join(f"| {t} | {touched_experts(d, t):.1f} | {expected_touched_experts(d.n_experts, d.top_k, t):.1f} |\n"
+                   for t in (1, 8, 32, 256))
+    return head + rows + f"\nOf {d.n_experts} routed experts (top-{d.top_k}; `simulator/workloads/moe_layer.py`).\n"
+
+
+C = dst.CONCURRENCY
+MI_DP = dst.sweep_args("dsv3_mi300x_dp8", f"load.concurrency={C}")
+MI_TP = dst.sweep_args("dsv3_mi300x_tp8", f"load.concurrency={C}")
+MI_ATOM = dst.sweep_args("dsv3_mi300x_dp8", "load.concurrency_scope=per_dp_rank", "load.concurrency=18")
+H_DP = dst.sweep_args("dsv3_h200_dp8", "load.concurrency_scope=total", f"load.concurrency={C}")
+H_TP = dst.sweep_args("dsv3_h200_tp8", f"load.concurrency={C}")
+H_ATOM = dst.sweep_args("dsv3_h200_dp8", "load.concurrency_scope=per_dp_rank", "load.concurrency=18")
+H_ONE = dst.sweep_args("dsv3_h200_dp8", "parallelism.tp=1", "parallelism.dp=1", "parallelism.ep=1",
+                       "load.concurrency_scope=total", "load.concurrency=1,2,32,256")
+H_LINK_DP = dst.sweep_args("dsv3_h200_dp8", "load.concurrency_scope=total", "load.concurrency=16",
+                           "platform.link_latency_us=5,25", "platform.link_bandwidth_GBps=450,150")
+H_LINK_TP = dst.sweep_args("dsv3_h200_tp8", "load.concurrency=8", "platform.link_latency_us=5,25",
+                           "platform.link_bandwidth_GBps=450,150")
+H_DBO = dst.sweep_args("dsv3_h200_dp8", "load.concurrency_scope=total", "load.concurrency=256",
+                       "strategies.dbo=[false, true]")
+H_DBO_TP = dst.sweep_args("dsv3_h200_tp8", "load.concurrency=256", "strategies.dbo=[false, true]")
+
+BLOCKS: dict[str, Block] = {
+    "validate-h200": Block(VALIDATION, "moesim validate --profile h200 --markdown",
+                           lambda: _moesim_text("validate", "--profile", "h200", "--markdown")),
+    "validate-fit": Block(VALIDATION, SELF + "validate-fit", _fit),
+    "validate-sharing": Block(VALIDATION, SELF + "validate-sharing", _sharing),
+    "whatif-F": _whatif_block(F_RUNS),
+    **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
+    "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),
+    "whatif-targets-F": Block(WHATIF, SELF + "whatif-targets-F", _targets_f),
+    "whatif-targets-earlier": Block(WHATIF, SELF + "whatif-targets-earlier", _targets_earlier),
+    "experts-hit": Block(DECODE, SELF + "experts-hit", _experts_hit),
+    "mi300x-dp8": Block(DECODE, dst.command(MI_DP), lambda: dst.step_table(MI_DP)),
+    "mi300x-tp8": Block(DECODE, dst.command(MI_TP), lambda: dst.step_table(MI_TP)),
+    "mi300x-atom": Block(DECODE, dst.command(MI_ATOM), lambda: dst.atom_line(MI_ATOM)),
+    "mi300x-verdicts": Block(DECODE, SELF + "mi300x-verdicts", lambda: dst.verdicts(MI_DP, MI_TP, MI_ATOM)),
+    "mi300x-thresholds": Block(DECODE, "moesim thresholds scenarios/dsv3_mi300x_dp8.yaml --json",
+                               lambda: dst.thresholds_table("dsv3_mi300x_dp8")),
+    "h200-crosscheck": Block(DECODE, SELF + "h200-crosscheck", lambda: dst.crosscheck(H_ONE)),
+    "h200-dp8": Block(DECODE, dst.command(H_DP), lambda: dst.step_table(H_DP)),
+    "h200-tp8": Block(DECODE, dst.command(H_TP), lambda: dst.step_table(H_TP)),
+    "h200-atom": Block(DECODE, dst.command(H_ATOM), lambda: dst.atom_line(H_ATOM)),
+    "h200-verdicts": Block(DECODE, SELF + "h200-verdicts", lambda: dst.verdicts(H_DP, H_TP, H_ATOM)),
+    "h200-thresholds-dp8": Block(DECODE, "moesim thresholds scenarios/dsv3_h200_dp8.yaml --json",
+                                 lambda: dst.thresholds_table("dsv3_h200_dp8")),
+    "h200-thresholds-tp8": Block(DECODE, "moesim thresholds scenarios/dsv3_h200_tp8.yaml --json",
+                                 lambda: dst.thresholds_table("dsv3_h200_tp8")),
+    "h200-link-dp8": Block(DECODE, dst.command(H_LINK_DP), lambda: dst.strategy_table(H_LINK_DP)),
+    "h200-link-tp8": Block(DECODE, dst.command(H_LINK_TP), lambda: dst.strategy_table(H_LINK_TP)),
+    "h200-dbo-dp8": Block(DECODE, dst.command(H_DBO), lambda: dst.strategy_table(H_DBO)),
+    "h200-dbo-tp8": Block(DECODE, dst.command(H_DBO_TP), lambda: dst.strategy_table(H_DBO_TP)),
+}
+
+
+def rewrite(text: str, bodies: dict[str, str], commands: dict[str, str]) -> str:
+    """``text`` with the body (and the command) of every block named in ``bodies`` replaced."""
+    def sub(m: re.Match[str]) -> str:
+        key = m["id"]
+        if key not in bodies:
+            return m[0]
+        return f"<!-- BEGIN GENERATED: {key} ({commands[key]}) -->\n{bodies[key]}<!-- END GENERATED -->"
+    return BLOCK.sub(sub, text)
+
+
+def regenerate(ids: list[str], root: Path = ROOT) -> dict[str, tuple[str, str]]:
+    """Per document touched: (current text, regenerated text). Raises on a block id no document holds or a
+    document holding a block this script does not know."""
+    docs = sorted({BLOCKS[i].doc for i in ids})
+    out = {}
+    for doc in docs:
+        text = (root / doc).read_text()
+        found = [m["id"] for m in BLOCK.finditer(text)]
+        unknown = [i for i in found if i not in BLOCKS or BLOCKS[i].doc != doc]
+        missing = [i for i in ids if BLOCKS[i].doc == doc and i not in found]
+        if unknown or missing:
+            raise SystemExit(f"{doc}: unknown blocks {unknown}, blocks missing {missing}")
+        wanted = [i for i in found if i in ids]
+        bodies = {i: _body(BLOCKS[i].make()) for i in wanted}
+        out[doc] = (text, rewrite(text, bodies, {i: BLOCKS[i].command for i in wanted}))
+    return out
+
+
+def _body(text: str) -> str:
+    return text.rstrip("\n") + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 with a diff where a document differs")
+    parser.add_argument("--only", nargs="+", choices=sorted(BLOCKS), metavar="ID", help="only these blocks")
+    parser.add_argument("--print", dest="show", choices=sorted(BLOCKS), metavar="ID", help="print one block's body")
+    parser.add_argument("--list", action="store_true", help="list the blocks: id, document, command")
+    args = parser.parse_args()
+    if args.list:
+        for key, b in BLOCKS.items():
+            print(f"{key}\t{b.doc}\t{b.command}")
+        return 0
+    if args.show:
+        print(_body(BLOCKS[args.show].make()), end="")
+        return 0
+    changed = 0
+    for doc, (old, new) in regenerate(args.only or list(BLOCKS)).items():
+        if old == new:
+            continue
+        changed += 1
+        if args.check:
+            diff = difflib.unified_diff(old.splitlines(True), new.splitlines(True), doc, doc + " (regenerated)")
+            sys.stdout.writelines(diff)
+        else:
+            (ROOT / doc).write_text(new)
+            print(f"rewrote {doc}")
+    if args.check and changed:
+        print(f"{changed} document(s) differ from their commands: run python benchmarks/regen_docs.py", file=sys.stderr)
+    return 1 if args.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
