@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from simulator.calibrated_range import range_warnings
 from simulator.errors import InputError
 from simulator.evaluate import evaluate
 from simulator.scenario import parse_scenario, parse_value, with_value
@@ -30,11 +32,12 @@ class Axis:
     values: tuple[Any, ...]
 
 
-def parse_set(text: str) -> Axis:
-    """``load.concurrency=1,2,4`` → Axis; commas inside brackets do not split (``a=[1,2],[3]``)."""
-    path, sep, raw = text.partition("=")
-    if not sep or not path.strip() or not raw.strip():
-        raise InputError(f"--set {text!r}: expected FIELD.PATH=V1,V2,...")
+Group = Axis | tuple[Axis, ...]  # one axis, or axes zipped (their values paired by position)
+_NAMED = re.compile(r"\s*[A-Za-z_][\w.]*\s*=")
+
+
+def _split(raw: str) -> list[str]:
+    """Split at commas outside brackets (``[1,2],[3]`` is two items)."""
     items, depth, current = [], 0, ""
     for ch in raw:
         depth += ch in "[{"
@@ -45,41 +48,105 @@ def parse_set(text: str) -> Axis:
         else:
             current += ch
     items.append(current)
+    return items
+
+
+def parse_set(text: str) -> Axis:
+    """``load.concurrency=1,2,4`` → Axis; commas inside brackets do not split (``a=[1,2],[3]``)."""
+    path, sep, raw = text.partition("=")
+    if not sep or not path.strip() or not raw.strip():
+        raise InputError(f"--set {text!r}: expected FIELD.PATH=V1,V2,...")
+    items = _split(raw)
     if any(not item.strip() for item in items):
         raise InputError(f"--set {text!r}: empty value")
     return Axis(path.strip(), tuple(parse_value(item.strip()) for item in items))
 
 
-def expand_cases(document: dict[str, Any], axes: Sequence[Axis]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """(params, document) for every combination of the axes' values, the last axis varying fastest."""
+def parse_zip(tokens: Sequence[str]) -> tuple[Axis, ...]:
+    """``--zip a=1,2,b=3,4`` (or ``a=1,2 b=3,4``): axes whose values are paired by position, not crossed."""
+    text = ",".join(tokens)
+    specs: list[str] = []
+    for item in _split(text):
+        if _NAMED.match(item) or not specs:
+            specs.append(item)
+        else:
+            specs[-1] += "," + item
+    axes = tuple(parse_set(spec) for spec in specs)
+    if len(axes) < 2:
+        raise InputError(f"--zip {text!r}: give two or more fields to pair, e.g. --zip parallelism.tp=4,8,"
+                         "parallelism.ep=4,8")
+    lengths = {len(a.values) for a in axes}
+    if len(lengths) > 1:
+        raise InputError(f"--zip {text!r}: the fields have " + ", ".join(f"{len(a.values)} ({a.path})" for a in axes)
+                         + " values; zipped fields need the same number")
+    return axes
+
+
+def axes_of(groups: Sequence[Group]) -> list[Axis]:
+    return [axis for g in groups for axis in (g if isinstance(g, tuple) else (g,))]
+
+
+def check_distinct(axes: Sequence[Axis]) -> None:
+    """Refuse a field given twice (its values would be silently lost) or inside another given field."""
+    for i, a in enumerate(axes):
+        for b in axes[:i]:
+            if a.path == b.path:
+                raise InputError(f"{a.path} is given twice; give all its values once, e.g. --set "
+                                 f"{a.path}=V1,V2,...")
+            inner, outer = sorted((a.path, b.path), key=len, reverse=True)
+            if inner.startswith(outer + "."):
+                raise InputError(f"{inner} and {outer} are both given; {outer} would replace or lose {inner}")
+
+
+def expand_cases(document: dict[str, Any], groups: Sequence[Group]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(params, document) for every combination of the groups' values, the last group varying fastest; the
+    axes of a zipped group take their values together."""
+    check_distinct(axes_of(groups))
+    rows = [[tuple(zip(g, combo, strict=True)) for combo in zip(*(a.values for a in g), strict=True)]
+            if isinstance(g, tuple) else [((g, v),) for v in g.values] for g in groups]
     cases = []
-    for combo in itertools.product(*(axis.values for axis in axes)):
+    for combo in itertools.product(*rows):
         doc, params = document, {}
-        for axis, value in zip(axes, combo, strict=True):
+        for axis, value in (pair for row in combo for pair in row):
             doc = with_value(doc, axis.path, value)
             params[axis.path] = value
         cases.append((params, doc))
     return cases
 
 
+def case_label(params: dict[str, Any], source: str) -> str:
+    return f"{source} ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else source
+
+
 def evaluate_case(params: dict[str, Any], document: dict[str, Any], source: str) -> dict[str, Any]:
-    """One case as ``{"params", "results"}`` (picklable, so any executor can run it)."""
-    where = f"{source} ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else source
-    evaluation = evaluate(parse_scenario(document, where), source)
+    """One case as ``{"params", "results", "profile", "link", "inputs", "warnings"}`` (picklable, so any
+    executor can run it); ``warnings``: where the case leaves its profile's calibrated range."""
+    scenario = parse_scenario(document, case_label(params, source))
+    evaluation = evaluate(scenario, source)
     out = evaluation.to_json_dict()
     return {"params": params, "results": out["results"], "profile": out["profile"], "link": out["link"],
-            "inputs": out["inputs"]}
+            "inputs": out["inputs"],
+            "warnings": list(range_warnings(evaluation.case, tuple(scenario.strategies.compare)))}
 
 
 def evaluate_chunk(chunk: list[tuple[dict[str, Any], dict[str, Any]]], source: str) -> list[dict[str, Any]]:
     return [evaluate_case(params, doc, source) for params, doc in chunk]
 
 
-def validate_cases(cases: list[tuple[dict[str, Any], dict[str, Any]]], source: str) -> None:
-    """Fail before any work starts if one case's document is invalid."""
+Cases = list[tuple[dict[str, Any], dict[str, Any]]]
+
+
+def split_valid(cases: Cases, source: str) -> tuple[Cases, list[dict[str, Any]]]:
+    """The cases whose documents are valid, and ``{"params", "error"}`` for each that is not."""
+    valid, invalid = [], []
     for params, doc in cases:
-        where = f"{source} ({', '.join(f'{k}={v}' for k, v in params.items())})" if params else source
-        parse_scenario(doc, where)
+        try:
+            parse_scenario(doc, case_label(params, source))
+        except InputError as err:
+            invalid.append({"params": params, "error": str(err)})
+        else:
+            valid.append((params, doc))
+    return valid, invalid
 
 
 def run_cases(cases: list[tuple[dict[str, Any], dict[str, Any]]], source: str, executor: Executor | None = None,
@@ -137,11 +204,20 @@ def open_executor(jobs: int, address: str | None) -> Iterator[tuple[Executor | N
         yield pool, jobs
 
 
-def sweep(document: dict[str, Any], axes: Sequence[Axis], source: str, jobs: int = 1, address: str | None = None,
-          progress: bool = True) -> dict[str, Any]:
-    """The ``moesim sweep --json`` document."""
-    cases = expand_cases(document, axes)
-    validate_cases(cases, source)
+def sweep(document: dict[str, Any], groups: Sequence[Group], source: str, jobs: int = 1,
+          address: str | None = None, progress: bool = True, skip_invalid: bool = False) -> dict[str, Any]:
+    """The ``moesim sweep --json`` document. An invalid case fails the sweep before any work starts, unless
+    ``skip_invalid``: then the valid ones run and the others are listed under ``skipped``."""
+    cases, invalid = split_valid(expand_cases(document, groups), source)
+    if invalid and not skip_invalid:
+        more = f" ({len(invalid)} of {len(cases) + len(invalid)} cases are invalid; --skip-invalid runs the others)"
+        raise InputError(invalid[0]["error"] + more)
+    if not cases:
+        raise InputError(f"{source}: no valid case to run; first: {invalid[0]['error']}")
     with open_executor(jobs, address) as (executor, workers):
         results = run_cases(cases, source, executor=executor, progress=progress, workers=workers)
-    return {"scenario": source, "axes": {a.path: list(a.values) for a in axes}, "cases": results}
+    out: dict[str, Any] = {"scenario": source, "axes": {a.path: list(a.values) for a in axes_of(groups)},
+                           "zip": [[a.path for a in g] for g in groups if isinstance(g, tuple)], "cases": results}
+    if skip_invalid:
+        out["skipped"] = invalid
+    return out

@@ -7,7 +7,7 @@ import importlib.util
 import pytest
 
 from simulator.errors import InputError
-from simulator.sweep import Axis, expand_cases, open_executor, parse_set, sweep
+from simulator.sweep import Axis, expand_cases, open_executor, parse_set, parse_zip, sweep
 
 BASE = {"model": {"preset": "DeepSeek-V2-Lite"}, "platform": {"profile": "h200-datasheet"},
         "parallelism": {"tp": 2, "dp": 1, "ep": 1}, "load": {"concurrency": 4}}
@@ -39,8 +39,40 @@ def test_parallel_sweep_equals_serial() -> None:
 
 
 def test_an_invalid_case_fails_before_any_work_and_names_it() -> None:
-    with pytest.raises(InputError, match=r"load.concurrency=0\).*greater than or equal to 1"):
+    with pytest.raises(InputError, match=r"load.concurrency=0\).*expected a number ≥ 1.*--skip-invalid"):
         sweep(BASE, [Axis("load.concurrency", (2, 0))], "base", progress=False)
+
+
+def test_skip_invalid_runs_the_valid_cases_and_lists_the_others() -> None:
+    out = sweep(BASE, [Axis("load.concurrency", (2, 0, 4))], "base", progress=False, skip_invalid=True)
+    assert [c["params"]["load.concurrency"] for c in out["cases"]] == [2, 4]
+    assert [s["params"] for s in out["skipped"]] == [{"load.concurrency": 0}]
+    assert "expected a number ≥ 1" in out["skipped"][0]["error"]
+    with pytest.raises(InputError, match="no valid case"):
+        sweep(BASE, [Axis("load.concurrency", (0, -1))], "base", progress=False, skip_invalid=True)
+
+
+def test_a_field_given_twice_or_inside_another_is_refused() -> None:
+    with pytest.raises(InputError, match=r"load\.concurrency is given twice"):
+        expand_cases(BASE, [Axis("load.concurrency", (1, 2)), Axis("load.concurrency", (4,))])
+    with pytest.raises(InputError, match=r"load\.concurrency and load are both given"):
+        expand_cases(BASE, [Axis("load", ({"concurrency": 1},)), Axis("load.concurrency", (4,))])
+    with pytest.raises(InputError, match="given twice"):
+        expand_cases(BASE, [(Axis("parallelism.tp", (1, 2)), Axis("load.concurrency", (1, 2))),
+                            Axis("load.concurrency", (4,))])
+
+
+def test_zip_pairs_values_and_crosses_with_the_other_axes() -> None:
+    zipped = parse_zip(["parallelism.tp=1,2,parallelism.ep=1,2"])
+    assert zipped == parse_zip(["parallelism.tp=1,2", "parallelism.ep=1,2"])
+    assert zipped == (Axis("parallelism.tp", (1, 2)), Axis("parallelism.ep", (1, 2)))
+    cases = expand_cases(BASE, [Axis("load.concurrency", (1, 8)), zipped])
+    assert [tuple(p.values()) for p, _ in cases] == [(1, 1, 1), (1, 2, 2), (8, 1, 1), (8, 2, 2)]
+    assert parse_zip(["strategies.compare=[sequential],[multi_stream],load.concurrency=1,2"])[0].values == (
+        ["sequential"], ["multi_stream"])
+    for bad, message in ((["a=1,2"], "two or more"), (["a=1,2,b=3"], "same number")):
+        with pytest.raises(InputError, match=message):
+            parse_zip(bad)
 
 
 def test_executor_errors_are_one_line() -> None:

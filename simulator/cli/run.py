@@ -4,10 +4,12 @@ load, and by how much (per MoE layer and per decode step)."""
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from simulator.evaluate import Evaluation, evaluate, trace_document
-from simulator.outputs import dumps, invocation, write_json_atomic
-from simulator.scenario import load_scenario
+from simulator.cli.common import add_scenario_options, profile_input, warn
+
+if TYPE_CHECKING:
+    from simulator.evaluate import Evaluation, StrategyResult
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -18,30 +20,38 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "are captured and replayed as graphs, then composed into the step. Figures come from the "
                     "scenario's profile (calibrated or datasheet: every output says which).")
     p.add_argument("scenario", help="scenario YAML (see scenarios/; moesim schema prints its JSON schema)")
+    add_scenario_options(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.add_argument("--trace-out", metavar="F",
                    help="write a Perfetto/Chrome trace JSON: one decoder layer per strategy (one process each)")
-    p.add_argument("--html", metavar="F", help="write the design-review page of this scenario (offline HTML)")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario)
+    from simulator.cli.common import load_with_overrides, scenario_warnings
+    from simulator.evaluate import evaluate, trace_document
+    from simulator.outputs import check_outputs, dumps, invocation, write_json_atomic, written
+
+    scenario, overridden = load_with_overrides(args)
+    check_outputs({"--trace-out": args.trace_out, "--html": args.html}, [args.scenario, profile_input(args.profile)])
+    warn("run", scenario_warnings(scenario))
     evaluation = evaluate(scenario, args.scenario)
-    if args.trace_out:
-        write_json_atomic(args.trace_out, trace_document(evaluation))
+    trace = trace_document(evaluation) if args.trace_out else None
+    if args.json:
+        print(dumps(evaluation.to_json_dict()))
+    else:
+        print_table(evaluation, overridden)
+    if trace is not None:
+        write_json_atomic(args.trace_out, trace)
     if args.html:
         from simulator.report.build import write_scenarios_report
 
         write_scenarios_report([(args.scenario, scenario)], args.html, invocation(), progress=not args.json)
-    if args.json:
-        print(dumps(evaluation.to_json_dict()))
-        return 0
-    print_table(evaluation)
-    if args.trace_out:
-        print(f"trace written to {args.trace_out} (open in ui.perfetto.dev)")
-    if args.html:
-        print(f"report written to {args.html}")
+    if not args.json:
+        if args.trace_out:
+            print(written("trace", args.trace_out, "open in ui.perfetto.dev"))
+        if args.html:
+            print(written("report", args.html))
     return 0
 
 
@@ -51,9 +61,31 @@ def describe_case(evaluation: Evaluation) -> str:
             f"EP{c.par.ep}, {c.tokens} tokens/rank ({c.tokens_group} into the MoE), KV length {c.kv_len}")
 
 
-def print_table(evaluation: Evaluation) -> None:
+def strategy_name(r: StrategyResult) -> str:
+    return r.strategy + (" + dbo" if r.dbo else "")
+
+
+def winner_line(evaluation: Evaluation) -> str:
+    """The fastest strategy and by how much it beats sequential and the runner-up."""
+    ranked = sorted(((r.step_us, r) for r in evaluation.results if r.step_us is not None), key=lambda x: x[0])
+    if not ranked:
+        return "fastest: none (no strategy applies)"
+    best_us, best = ranked[0]
+    line = f"fastest: {strategy_name(best)}, step {best_us / 1000:.3f} ms"
+    if strategy_name(best) != "sequential" and best.gain_vs_sequential is not None:
+        line += f", {best.gain_vs_sequential:+.2%} vs sequential"
+    if len(ranked) > 1:
+        runner_us, runner = ranked[1]
+        line += (f", {(runner_us - best_us) / runner_us:.2%} ({(runner_us - best_us) / 1000:.3f} ms per step) "
+                 f"ahead of the runner-up {strategy_name(runner)}")
+    return line
+
+
+def print_table(evaluation: Evaluation, overridden: str = "") -> None:
     parts = evaluation.step_parts
     print(f"scenario {evaluation.scenario}: {describe_case(evaluation)}")
+    if overridden:
+        print(f"overridden: {overridden}")
     print(f"profile: {evaluation.profile.describe()}")
     print(f"link (collectives): {evaluation.case.platform.describe_link()}")
     print(f"per layer: attention block {parts['attention_block']:.1f} µs, dense MLP {parts['dense_mlp_block']:.1f} "
@@ -64,9 +96,10 @@ def print_table(evaluation: Evaluation) -> None:
               "attention kernel)")
     print(f"  {'strategy':<22}{'MoE layer µs':>14}{'step (TPOT) ms':>16}{'gain vs sequential':>20}")
     for r in evaluation.results:
-        name = r.strategy + (" + dbo" if r.dbo else "")
+        name = strategy_name(r)
         if r.moe_layer_us is None or r.step_us is None or r.gain_vs_sequential is None:
             print(f"  {name:<22}{'—':>14}{'—':>16}{'—':>20}   ({r.note})")
             continue
         note = f"   ({r.note})" if r.note else ""
         print(f"  {name:<22}{r.moe_layer_us:>14.1f}{r.step_us / 1000:>16.3f}{r.gain_vs_sequential:>+20.2%}{note}")
+    print(winner_line(evaluation))
