@@ -77,7 +77,8 @@ if has decode; then
   # tokens, graph mode, sequential vs multi_stream (validation data); then the pieces' co-runs inside graphs
   variants=""
   for p in deepseek_v3 qwen2_57b_a14b llama4_scout deepseek_v2_lite; do variants+=" $p $p@tp2 $p@tp4 $p@tp8 $p@ep8"; done
-  python3 -m kernels_real.bench --out "$out/kernels_real9" --modes graph --strategies sequential multi_stream \
+  python3 -m kernels_real.bench --out "$out/${RANKS_DIR:-kernels_real9}" --modes graph --strategies sequential multi_stream \
+    --interleave-graph \
     --presets $variants --tokens 1 2 4 8 16 32 64 128 256 --trace-presets --budget-s "${RANKS_BUDGET_S:-250}" \
     2>&1 | tee "$out/ranks.log" | tail -70
   python3 -m calibration.microbench.graph_corun --out "$out/graph_corun" --budget-s "${CORUN_BUDGET_S:-200}" \

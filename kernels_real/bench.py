@@ -5,7 +5,8 @@
 skipped cases), ``DIR/kernels.json`` (per-kernel durations of the traced cases), ``DIR/traces/*.json.gz``
 (Kineto traces, ``record_shapes=True``; an eager trace holds ``--eager-trace-calls`` back-to-back layer calls,
 ``moesim_layers_per_trace`` in its metadata) and ``DIR/gains.md`` (overlap gains vs sequential).
-``--interleave-eager`` times all eager cases of a preset interleaved; ``--trace-only`` traces without timing.
+``--interleave-eager`` times all eager cases of a preset interleaved, ``--interleave-graph`` the graphs of
+all strategies of a token count; ``--trace-only`` traces without timing.
 ROCm was not run: the code uses only stream/event APIs that HIP builds of torch provide.
 """
 
@@ -47,6 +48,7 @@ TRACE_PRESETS = ("deepseek_v3", "qwen2_57b_a14b", "deepseek_v2_lite")
 TRACE_TOKENS = (1, 16, 128, 1024)
 WEIGHT_BYTES_BUDGET = 72e9  # rotating weight sets per preset: well over L2 (60 MB), inside the H200's memory
 MAX_WEIGHT_SETS = 4
+GRAPH_ROUNDS = 12  # --interleave-graph: rounds of bursts of replays, strategies of a token count alternating
 EAGER_ROUNDS = 40  # --interleave-eager: rounds of short bursts (more, shorter bursts average out host drift)
 QUICK_EAGER_ROUNDS = 5
 MIN_BURST = 2  # back-to-back calls per burst, at least (and one more than the weight sets: see _record_case)
@@ -262,6 +264,7 @@ class Sweep:
         layer = MoELayer(cfg, self.device)
         weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
         eager_steps: dict[tuple[int, str], Callable[[int], None]] = {}
+        graph_steps: dict[str, Callable[[int], None]] = {}
         timed_graphs: list[tuple[int, str, Callable[[int], None], int]] = []
         for t in tokens:
             gen = torch.Generator(device=self.device).manual_seed(7 + t)
@@ -284,10 +287,17 @@ class Sweep:
                         self._trace_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
                     elif mode == "eager" and self.args.interleave_eager:
                         eager_steps[(t, strategy)] = step
+                    elif mode == "graph" and self.args.interleave_graph:
+                        graph_steps[strategy] = step
+                        if keep_graph:
+                            timed_graphs.append((t, strategy, step, layers_per_step))
                     else:
                         self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
                         if keep_graph:
                             timed_graphs.append((t, strategy, step, layers_per_step))
+            if graph_steps:
+                self._time_graphs_interleaved(cfg, layer, t, graph_steps, n_sets)
+                graph_steps = {}
         if eager_steps:
             rounds = QUICK_EAGER_ROUNDS if self.args.quick else EAGER_ROUNDS
             min_burst = max(MIN_BURST, n_sets + 1)  # every weight set has steady calls
@@ -326,6 +336,18 @@ class Sweep:
         samples = self.timer.measure(step, layers_per_step)
         self._record_case(cfg, layer, tokens, strategy, mode, samples, layers_per_step, n_sets,
                           "one strategy at a time")
+
+    def _time_graphs_interleaved(self, cfg: MoEConfig, layer: MoELayer, tokens: int,
+                                 steps: dict[str, Callable[[int], None]], n_sets: int) -> None:
+        """Time the graphs of every strategy at one token count in alternation: ``GRAPH_ROUNDS`` rounds, each a
+        burst of back-to-back replays per strategy (order shuffled once); a burst's first replay (launched
+        onto an idle device) is dropped. Drifts of the device between cases then hit every strategy alike."""
+        timed = self.timer.measure_interleaved(steps, GRAPH_ROUNDS, min_burst=3)
+        order = (f"strategies of the token count interleaved, {GRAPH_ROUNDS} rounds of bursts of back-to-back "
+                 f"replays (order shuffled once, seed {ORDER_SEED}); each burst's first replay dropped")
+        for strategy, bursts in timed.items():
+            samples = [x / n_sets for b in bursts for x in b[1:]]
+            self._record_case(cfg, layer, tokens, strategy, "graph", samples, n_sets, n_sets, order)
 
     def _record_case(self, cfg: MoEConfig, layer: MoELayer, tokens: int, strategy: str, mode: str,
                      samples: list[float], layers_per_step: int, n_sets: int, order: str,
@@ -451,6 +473,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="few tokens, short timing: a smoke run")
     p.add_argument("--budget-s", type=float, default=330.0, help="skip remaining cases after this many s")
     p.add_argument("--json", action="store_true", help="print the case records as JSON on stdout")
+    p.add_argument("--interleave-graph", action="store_true",
+                   help="time the graphs of all strategies of a token count in alternating bursts")
     p.add_argument("--interleave-eager", action="store_true",
                    help=f"time all eager cases of a preset (tokens x strategies) interleaved: {EAGER_ROUNDS} rounds "
                         "of short bursts in one shuffled order")

@@ -207,6 +207,9 @@ class Engine:
         host = self.program.host
         costs = default_costs(host)
         gaps = (host.kernel_gap_us, host.node_gap_us)
+        join_gaps = (host.join_gap_us, host.node_join_gap_us)
+        recorded_on: dict[str, str] = {}
+        joined: set[str] = set()  # streams whose next kernel follows a wait on another stream's event
         solo = self._solo_rate
         demands: dict[Demand, tuple[int, float]] = {}
         recorded: set[str] = set()
@@ -225,21 +228,30 @@ class Engine:
                 known = demands.get(demand)
                 if known is None:
                     known = demands[demand] = (len(demands), solo(demand))
-                append((_LAUNCH, cost, index, streams[fields["stream"]], gaps[replay is not None], replay,
+                gap = gaps[replay is not None]
+                if joined and fields["stream"] in joined:
+                    joined.discard(fields["stream"])
+                    gap += join_gaps[replay is not None]
+                append((_LAUNCH, cost, index, streams[fields["stream"]], gap, replay,
                         fields["kernel"], fields["region"], fields["dur_us"], demand, known[0], known[1]))
             elif kind == "record":
                 event = fields["event"]
                 recorded.add(event)
+                recorded_on[event] = fields["stream"]
                 append((_RECORD, cost, index, streams[fields["stream"]], event))
             elif kind == "wait":
                 event = fields["event"]
                 if event not in recorded:
                     warnings.append(never_recorded(index, event))
+                elif recorded_on[event] != fields["stream"]:
+                    joined.add(fields["stream"])
                 append((_WAIT, cost, index, streams[fields["stream"]], event))
             elif kind == "sync":
                 append((_SYNC, cost, index))
             elif kind == "wait_stream":
                 on = fields["on"]
+                if on != fields["stream"]:
+                    joined.add(fields["stream"])
                 append((_WAIT_STREAM, cost, index, streams[fields["stream"]], streams[on], f"wait_stream:{on}"))
             elif replay is None and kind in _CAPTURE_KINDS:
                 return None, warnings

@@ -45,6 +45,10 @@ class HostCosts(_Strict):
     replay_us: float = Field(0.0, ge=0, description="host cost of one graph launch")
     node_gap_us: float = Field(0.0, ge=0, description="device gap before each kernel node of a replay")
     kernel_gap_us: float = Field(0.0, ge=0, description="device gap before each eagerly launched kernel")
+    join_gap_us: float = Field(0.0, ge=0, description="extra device gap before the first eagerly launched kernel "
+                                                      "a stream runs after waiting on another stream's event")
+    node_join_gap_us: float = Field(0.0, ge=0, description="the same for a kernel node of a replay (a cross-"
+                                                           "stream edge inside a graph)")
     queue_depth: int = Field(1024, ge=1, description="launches in flight before the host blocks")
 
 

@@ -68,6 +68,9 @@ class HostFigures(_Model):
     node_gap_us: Figure
     kernel_gap_us: Figure
     queue_depth: int = Field(1024, ge=1)
+    graph_join_us: Figure | None = Field(
+        None, description="device latency of a cross-stream edge (event wait) inside a replayed graph, before "
+                          "the waiting stream's next kernel; absent: not measured, taken as 0")
     launch_by_family_us: dict[str, Figure] = Field(
         {}, description="eager host cost of one torch op launching a kernel of that family (dispatcher and "
                         "Python included); families not listed cost launch_us")
@@ -79,15 +82,16 @@ class HostFigures(_Model):
         should use ``eager`` costs: the engine already charges captured ops nothing."""
         if mode not in ("eager", "graph"):
             raise InputError(f"unknown launch mode {mode!r}; expected eager or graph")
+        join = self.graph_join_us.value if self.graph_join_us is not None else 0.0
         if mode == "graph":
             return HostCosts(sync_us=self.sync_us.value, replay_us=self.replay_us.value,
                              node_gap_us=self.node_gap_us.value, kernel_gap_us=self.node_gap_us.value,
-                             queue_depth=self.queue_depth)
+                             join_gap_us=join, node_join_gap_us=join, queue_depth=self.queue_depth)
         return HostCosts(
             launch_us=self.launch_us.value, record_us=self.record_us.value, wait_us=self.wait_us.value,
             set_stream_us=self.set_stream_us.value, sync_us=self.sync_us.value,
             replay_us=self.replay_us.value, node_gap_us=self.node_gap_us.value,
-            kernel_gap_us=self.kernel_gap_us.value, queue_depth=self.queue_depth,
+            kernel_gap_us=self.kernel_gap_us.value, node_join_gap_us=join, queue_depth=self.queue_depth,
         )
 
 

@@ -142,6 +142,25 @@ def test_replay_issues_captured_dag_at_once_with_node_gaps():
                    ("a", 23, 33, 2), ("b", 34, 39, 2), ("c", 40, 42, 2)]
 
 
+def test_cross_stream_edges_in_a_replay_add_the_node_join_gap():
+    """As above with node_join_gap 3: b follows a wait on main's event (+3), c a wait on aux's (+3); a does
+    not. Replay 1 (host 2): a 3..13, b 17..22, c 26..28."""
+    ops = [{"capture_begin": {"graph": "g", "stream": "main"}},
+           launch("a", "main", 10), record("f", "main"), wait("aux", "f"), launch("b", "aux", 5),
+           record("j", "aux"), wait("main", "j"), launch("c", "main", 2),
+           {"capture_end": {"graph": "g"}}, {"replay": {"graph": "g"}}]
+    r = simulate(program(ops, replay_us=2, node_gap_us=1, node_join_gap_us=3, join_gap_us=50))
+    assert times(r) == {"a": (3, 13), "b": (17, 22), "c": (26, 28)}
+
+
+def test_eager_cross_stream_wait_adds_the_join_gap_once():
+    """Eager, no host costs, join gap 2: a 0..10 on main; aux waits a's event: b starts 10 + 2, c behind b on
+    aux waits nothing new (12..17..18); d on main waits nothing (10..11)."""
+    r = simulate(program([launch("a", "main", 10), record("e", "main"), wait("aux", "e"), launch("b", "aux", 5),
+                          launch("c", "aux", 1), launch("d", "main", 1)], join_gap_us=2, node_join_gap_us=40))
+    assert times(r) == {"a": (0, 10), "b": (12, 17), "c": (17, 18), "d": (10, 11)}
+
+
 def test_queue_depth_blocks_the_host():
     """Depth 1: c can only be issued once b starts (at 10), so the host ends at 10."""
     r = simulate(program([launch("a", "main", 10), launch("b", "main", 10), launch("c", "main", 10)],
