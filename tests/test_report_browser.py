@@ -1,5 +1,6 @@
 """The report in a real browser: headless Chromium renders every figure (plotly's SVG layers with drawn
-marks) without JavaScript errors, and the README's screenshot is taken. Without Chromium these tests are
+marks) without JavaScript errors, and ``moesim report --png`` captures the whole page (into a temporary
+folder: the README's picture is made by that command, not by the tests). Without Chromium these tests are
 skipped with a message saying so (CI installs Debian's ``chromium``)."""
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator.report.browser import dump_dom, find_chromium, scan_figures, screenshot
-from simulator.report.build import write_report
+from simulator.cli.main import main
+from simulator.report.browser import dump_dom, find_chromium, page_height, scan_figures
 from tests.test_report import FULL_FIGURES, make_datasheet_report, make_full_report
 
 ROOT = Path(__file__).resolve().parent.parent
-SCREENSHOT = ROOT / "docs/img/report.png"
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,
@@ -58,24 +58,17 @@ def test_broken_page_is_caught(tmp_path: Path) -> None:
     assert figures["fig-gains"]["main_svg"] == 0 and figures["fig-timeline-1"]["main_svg"] >= 1
 
 
-def readme_report(folder: Path) -> Path:
-    """The page the README shows: the shipped DeepSeek-V3 scenario on H200 (datasheet profile), run from the
-    repository root as a user would."""
-    out = folder / "report.html"
-    write_report(["scenarios/dsv3_h200_dp8.yaml"], out,
-                 "moesim report scenarios/dsv3_h200_dp8.yaml --html report.html", progress=False)
-    return out
-
-
-def test_readme_screenshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_screenshot_is_the_whole_page(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's picture as its command makes it (moesim report ... --png), into a temporary folder: the
+    whole page, not a fixed crop, with plots on it."""
     monkeypatch.chdir(ROOT)
-    page = readme_report(tmp_path)
+    page, png_path = tmp_path / "report.html", tmp_path / "report.png"
+    assert main(["report", "scenarios/dsv3_h200_dp8.yaml", "--html", str(page), "--png", str(png_path)]) == 0
     figures, errors, _ = rendered(page)
     assert errors == [] and all(f["main_svg"] and f["marks"] for f in figures.values()), figures
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    screenshot(page, SCREENSHOT, 1400, 2400)
-    png = SCREENSHOT.read_bytes()
+    png = png_path.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
-    assert (width, height) == (1400, 2400)
+    assert (width, height) == (1400, page_height(page, 1400))
+    assert height > 2400, "the page is taller than the old fixed 1400 x 2400 crop"
     assert len(png) > 100_000, "a blank page compresses to ~11 kB; this one should hold plots"

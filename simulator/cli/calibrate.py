@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from simulator.errors import InputError
-from simulator.outputs import dumps, write_text_atomic
+from simulator.outputs import check_outputs, dumps, write_text_atomic, written
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -62,19 +62,18 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     if out.suffix != ".json":
         raise InputError(f"--out {out}: a profile is a .json file")
-    if not out.parent.exists():
-        raise InputError(f"--out {out}: folder {out.parent} does not exist")
+    folder = args.from_measurements
+    if folder is not None and not folder.is_dir():
+        raise InputError(f"--from-measurements {folder}: no such folder")
+    check_outputs({"--out": out}, folder.rglob("*.json") if folder is not None else ())
     name = args.name or out.stem
     presets = DEFAULT_HOLDOUT_PRESETS if args.holdout_presets is None else tuple(args.holdout_presets)
     for p in presets:
         get_preset(p)
     tokens = DEFAULT_HOLDOUT_TOKENS if args.holdout_tokens is None else tuple(args.holdout_tokens)
-    folder = args.from_measurements
     if folder is None:
         folder = args.raw or Path("calibration/measurements") / name / dt.date.today().isoformat()
         _measure(folder, args.quick, args.budget_s)
-    elif not folder.is_dir():
-        raise InputError(f"--from-measurements {folder}: no such folder")
     profile = fit_profile(folder, name, presets, tokens,
                           progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True))
     text = profile.model_dump_json(indent=2, exclude_none=True) + "\n"
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(profile.model_dump(exclude_none=True)))
         return 0
-    print(f"wrote {out}: {profile.describe()}")
+    print(written("profile", out, profile.describe()))
     print(f"  ceilings: HBM {profile.ceilings.hbm_GBps.value:.0f} GB/s, bf16 {profile.ceilings.bf16_tflops.value:.0f} "
           f"TFLOP/s (measured)")
     for fam, res in profile.fit.get("kernel_families", {}).items():

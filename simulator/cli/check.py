@@ -4,11 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.expand import expand
-from simulator.hazards import find_hazards
-from simulator.ir import load_program
-from simulator.outputs import dumps
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -23,6 +18,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.expand import expand
+    from simulator.hazards import find_hazards
+    from simulator.ir import load_program
+    from simulator.outputs import dumps
+
     program = load_program(args.program)
     expansion = expand(program)
     hazards = find_hazards(program, expansion)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from simulator.errors import InputError
-from simulator.outputs import dumps
+from simulator.outputs import check_outputs, dumps, written
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +30,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="a stored `moesim validate --json` report for the calibration section (default: "
                         "validate a calibrated profile against the measurements it records, if any)")
     p.add_argument("--png", type=Path, metavar="F",
-                   help="also save a screenshot of the page (needs Chromium; skipped with a message without)")
+                   help="also save a screenshot of the whole page (needs Chromium; skipped with a message without); "
+                        "docs/img/report.png is made this way")
     p.add_argument("--json", action="store_true", help="print what was written as JSON")
     p.set_defaults(handler=run)
 
@@ -53,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.png is not None and args.png.suffix.lower() != ".png":
         raise InputError(f"--png {args.png}: expected a .png file name")
+    profile_file = args.profile if args.profile is not None and Path(args.profile).is_file() else None
+    check_outputs({"--html": args.html, "--png": args.png},
+                  [*args.scenarios, args.trace, args.validation, profile_file])
     summary = write_report(args.scenarios, args.html, command_line(args), profile=args.profile, trace=args.trace,
                            validation=args.validation, progress=not args.json)
     out = summary.to_json_dict()
@@ -66,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(out))
         return 0
-    print(f"wrote {summary.html}: {len(summary.figures)} figures")
+    print(written("report", summary.html, f"{len(summary.figures)} figures"))
     for line in summary.profiles:
         print(f"  profile {line}")
     for key, state in summary.sections.items():
         print(f"  {key}: {state}")
     if out.get("png"):
-        print(f"screenshot {out['png']}")
+        print(written("screenshot", out["png"], "the whole page"))
     return 0

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.outputs import dumps
-from simulator.scenario import json_schema
-
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("schema", help="print the scenario JSON schema",
@@ -16,5 +13,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.outputs import dumps
+    from simulator.scenario import json_schema
+
     print(dumps(json_schema()))
     return 0

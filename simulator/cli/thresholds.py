@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from simulator.outputs import dumps
-from simulator.scenario import load_scenario
-from simulator.thresholds import Curve, recommend
+from simulator.cli.common import add_scenario_options, profile_input, warn
+
+if TYPE_CHECKING:
+    from simulator.thresholds import Curve
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -15,19 +17,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description="Evaluate the scenario over its thresholds.concurrency grid (knobs off, DBO off) and "
                     "recommend: enable multi-stream or not, the token threshold (the largest batch per rank at "
                     "which multi_stream beats the best alternative by thresholds.margin of the step time) and "
-                    "dp_gate (from the same GPUs in the other layout, DP attention + EP vs TP + EP). Figures "
-                    "come from the scenario's profile (calibrated or datasheet: the output says which).")
+                    "dp_gate (from the same GPUs in the other layout, DP attention + EP vs TP + EP; not a vLLM "
+                    "setting: the output says what to do with it). Figures come from the scenario's profile "
+                    "(calibrated or datasheet: the output says which).")
     p.add_argument("scenario", help="scenario YAML")
+    add_scenario_options(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    rec = recommend(load_scenario(args.scenario), args.scenario)
+    from simulator.advice import dp_gate_note
+    from simulator.cli.common import load_with_overrides, scenario_warnings
+    from simulator.outputs import check_outputs, dumps, invocation, written
+    from simulator.thresholds import recommend
+
+    scenario, overridden = load_with_overrides(args)
+    check_outputs({"--html": args.html}, [args.scenario, profile_input(args.profile)])
+    largest = max(scenario.thresholds.concurrency)
+    warn("thresholds", scenario_warnings(scenario.model_copy(
+        update={"load": scenario.load.model_copy(update={"concurrency": largest})})))
+    rec = recommend(scenario, args.scenario)
+    if args.html:
+        from simulator.report.build import write_scenarios_report
+
+        write_scenarios_report([(args.scenario, scenario)], args.html, invocation(), progress=not args.json)
     if args.json:
-        print(dumps(rec.to_json_dict()))
+        print(dumps({**rec.to_json_dict(), "dp_gate_note": dp_gate_note(rec)}))
         return 0
     print(f"scenario {rec.scenario}; profile: {rec.profile}")
+    if overridden:
+        print(f"overridden: {overridden}")
     print(f"link (collectives): {rec.link}")
     print(f"multi_stream wins where its step time beats the best alternative by >= {rec.margin:.2%}")
     _print_curve(rec.curve)
@@ -46,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  note: fused_shared is the fastest at {rec.curve.fused_wins()} of {len(rec.curve.points)} points; "
               "where the backend fuses shared experts (ROCm AITER: VLLM_ROCM_USE_AITER_FUSION_SHARED_EXPERTS=1) "
               "prefer it there")
+    note = dp_gate_note(rec)
+    if note:
+        print(f"  note: {note}")
+    if args.html:
+        print(written("report", args.html))
     return 0
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from simulator.errors import InputError
-from simulator.outputs import dumps, invocation
+from simulator.outputs import check_outputs, dumps, invocation, written
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -46,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
     from calibration.validate import evaluate, load_cases, summary_lines
     from simulator.profile import load_profile
 
+    profile_file = args.profile if Path(args.profile).is_file() else None
+    measured = args.measurements.rglob("*.json") if args.measurements and args.measurements.is_dir() else ()
+    check_outputs({"--html": args.html}, [profile_file, *measured])
     profile = load_profile(args.profile)
     cases = [c for c in load_cases(_folder(profile, args.measurements)) if c.get("device", "cuda") != "cpu"]
     if not cases:
@@ -70,6 +73,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary_lines(report)))
         if args.html:
-            print(f"wrote {args.html}")
+            print(written("validation page", args.html))
     missed = [k for e in report["per_mode"].values() if e["n"] for k, v in e["targets"].items() if not v["met"]]
     return 1 if args.strict and missed else 0

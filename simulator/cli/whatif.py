@@ -4,10 +4,11 @@ what moving a ``record_function`` region to an aux stream would give."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from simulator.kineto.replay import WhatIf, run_whatif
-from simulator.outputs import dumps, write_json_atomic
-from simulator.perfetto import to_chrome_trace
+if TYPE_CHECKING:
+    from simulator.kineto.replay import WhatIf
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -47,6 +48,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.kineto.replay import run_whatif
+    from simulator.outputs import check_outputs, dumps, write_json_atomic
+
+    profile_file = args.profile if args.profile is not None and Path(args.profile).is_file() else None
+    check_outputs({"--trace-out": args.trace_out}, [args.trace, args.durations_from, profile_file])
     report = run_whatif(args.trace, args.aux_region, join_after=args.join_after, launch=args.launch,
                         profile=args.profile, device=args.device, thread=args.thread,
                         durations_from=args.durations_from, measured_layer_us=args.measured_us)
@@ -60,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _timeline(report: WhatIf) -> dict:
+    from simulator.perfetto import to_chrome_trace
+
     result = report.whatif or report.baseline
     doc = to_chrome_trace(result, f"whatif {report.region}")
     origin = report.host.origin_us
@@ -89,4 +97,6 @@ def _print(report: WhatIf, args: argparse.Namespace) -> None:
     for warning in report.host.warnings:
         print(f"  warning: {warning}")
     if args.trace_out:
-        print(f"predicted timeline written to {args.trace_out} (open in ui.perfetto.dev next to the trace)")
+        from simulator.outputs import written
+
+        print(written("predicted timeline", args.trace_out, "open in ui.perfetto.dev next to the trace"))

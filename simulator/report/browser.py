@@ -4,6 +4,7 @@ raised) and take screenshots. Every run gets a fresh profile folder and no netwo
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -35,7 +36,12 @@ _DONE = """<script>window.addEventListener('load', function () {
   document.documentElement.setAttribute('data-plots-rendered',
     String(document.querySelectorAll('.js-plotly-plot .main-svg').length > 0 ?
            document.querySelectorAll('.js-plotly-plot').length : 0));
+  function height() { document.documentElement.setAttribute('data-page-height',
+    String(document.documentElement.scrollHeight)); }
+  height(); setInterval(height, 250);
 });</script>"""
+HEIGHT_ATTR = "data-page-height"
+MAX_HEIGHT = 16384  # Chromium's largest window; a taller page is cut there
 
 
 class BrowserMissing(RuntimeError):
@@ -72,23 +78,37 @@ def _run(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def dump_dom(page: str | Path, timeout: float = 120) -> tuple[str, str]:
-    """Load an instrumented copy of ``page`` and return (rendered DOM, Chromium's stderr)."""
+def dump_dom(page: str | Path, timeout: float = 120, width: int | None = None) -> tuple[str, str]:
+    """Load an instrumented copy of ``page`` (in a window ``width`` pixels wide, if given) and return (rendered
+    DOM, Chromium's stderr)."""
     with tempfile.TemporaryDirectory(prefix="moesim-page-") as folder:
         copy = Path(folder) / "page.html"
         copy.write_text(instrument(Path(page).read_text()))
-        done = _run(["--enable-logging=stderr", "--v=0", "--dump-dom", copy.as_uri()], timeout)
+        size = [f"--window-size={width},1000"] if width else []
+        done = _run([*size, "--enable-logging=stderr", "--v=0", "--dump-dom", copy.as_uri()], timeout)
     if done.returncode != 0 or "<html" not in done.stdout:
         raise RuntimeError(f"chromium exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     return done.stdout, done.stderr
 
 
-def screenshot(page: str | Path, png: str | Path, width: int = 1400, height: int = 2400,
+def page_height(page: str | Path, width: int, timeout: float = 120) -> int:
+    """The rendered height of ``page`` in a window ``width`` pixels wide (its plots drawn)."""
+    dom, _ = dump_dom(page, timeout, width)
+    found = re.search(rf'<html[^>]*\s{HEIGHT_ATTR}="(\d+)"', dom)
+    if found is None:
+        raise RuntimeError("the page did not report its height")
+    return int(found.group(1))
+
+
+def screenshot(page: str | Path, png: str | Path, width: int = 1400, height: int | None = None,
                timeout: float = 120) -> None:
-    """Save a PNG of the top ``width`` × ``height`` pixels of ``page`` (written atomically)."""
+    """Save a PNG of ``page`` (written atomically): the whole page ``width`` pixels wide, or its top ``height``
+    pixels."""
     png = Path(png)
     if not png.parent.is_dir():
         raise FileNotFoundError(f"{png.parent} does not exist")
+    if height is None:
+        height = min(page_height(page, width, timeout), MAX_HEIGHT)
     fd, tmp = tempfile.mkstemp(dir=png.parent, prefix=f".{png.name}.", suffix=".png")
     os.close(fd)
     try:

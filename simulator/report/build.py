@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from simulator.advice import dp_gate_note
 from simulator.report import figures
 from simulator.report.collect import ScenarioData, collect_scenario, load_scenarios, profiles_of, provenance_line
 from simulator.report.page import Section, header_fields, write_page
@@ -54,6 +55,9 @@ def gains_section(scenarios: list[ScenarioData]) -> Section:
         rec = data.recommendation
         if rec is not None:
             s.items.append(f"{data.label} ({rec.curve.layout}, {rec.profile}): {', '.join(rec.settings())}")
+            note = dp_gate_note(rec)
+            if note:
+                s.items.append(f"{data.label}: {note}")
     if any(d.recommendation for d in scenarios):
         s.figures.append(("fig-gains", figures.gain_figure(scenarios)))
     else:
