@@ -76,18 +76,22 @@ def _cases(path: Path, mode: str) -> dict[tuple[str, int, str], dict]:
     return {(c["preset"], c["tokens"], c["strategy"]): c for c in json.loads(path.read_text()) if c["mode"] == mode}
 
 
-def measured_us(case: dict, mode: str, trace_sets: list[int] | None = None) -> float:
-    """Measured per-call time. Graph: the median (a replay runs every weight set). Eager, where the record has
-    per-set steady medians (``steady_set_medians_us``) and ``trace_sets`` names the weight set of each call the
-    trace holds: the mean of those sets' steady medians, call by call (like with like: a trace may hold fewer sets
-    than were timed); else the mean over all sets; else the steady median (calls behind the previous one in a
-    burst; older runs, where short bursts make it one weight set's time); else the median of all calls."""
+def measured_us(case: dict, mode: str, trace_sets: list[int] | None = None) -> tuple[float, str]:
+    """Measured per-call time and which statistic it is. Graph: the median (a replay runs every weight set).
+    Eager, where the record has per-set steady medians (``steady_set_medians_us``) and ``trace_sets`` names the
+    weight set of each call the trace holds: the mean of those sets' steady medians, call by call (like with
+    like: a trace may hold fewer sets than were timed); else the mean over all sets; else the steady median
+    (calls behind the previous one in a burst; older runs, where short bursts make it one weight set's time);
+    else the median of all calls."""
     if mode == "graph":
-        return case["median_us"]
+        return case["median_us"], "median"
     per_set = case.get("steady_set_medians_us")
     if per_set and trace_sets and max(trace_sets) < len(per_set):
-        return statistics.fmean(per_set[s] for s in trace_sets)
-    return case.get("steady_sets_mean_us", case.get("steady_median_us", case["median_us"]))
+        return statistics.fmean(per_set[s] for s in trace_sets), "sets in trace"
+    for key, what in (("steady_sets_mean_us", "all sets"), ("steady_median_us", "steady median")):
+        if key in case:
+            return case[key], what
+    return case["median_us"], "median"
 
 
 def trace_sets(path: Path) -> list[int] | None:
@@ -135,7 +139,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
             if seq_case is None or ms_case is None:
                 continue
             sets = trace_sets(trace) if mode == "eager" else None
-            seq, ms = measured_us(seq_case, mode, sets), measured_us(ms_case, mode, sets)
+            (seq, statistic), (ms, _) = measured_us(seq_case, mode, sets), measured_us(ms_case, mode, sets)
             timed_sets = seq_case.get("weight_sets")
             durations = graph_durations if mode == "graph" else eager_durations
             overlay = graph_trace if graph_trace.exists() and durations == "graph" else None
@@ -146,7 +150,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
             rows.append({
                 "preset": preset, "tokens": tokens, "mode": mode, "seq_us": seq, "ms_us": ms,
                 "trace": str(trace.relative_to(folder)), "layers_per_trace": r.layers,
-                "trace_sets": sorted(set(sets)) if sets else None, "timed_sets": timed_sets,
+                "trace_sets": sorted(set(sets)) if sets else None, "timed_sets": timed_sets, "statistic": statistic,
                 "host_scale": r.host_scale, "durations": "graph trace" if overlay else "as traced",
                 "baseline_us": base, "whatif_us": whatif, "raw_us": whatif, "anchored_us": seq * whatif / base,
                 "nochange_us": seq, "gain_measured": (seq - ms) / seq, "gain_predicted": 1 - whatif / base,
@@ -238,12 +242,14 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
                      f"{r['baseline_us']:.1f} | {r['raw_us']:.1f} | {r['anchored_us']:.1f} | "
                      f"{r['gain_measured']:+.2%} | {r['gain_predicted']:+.2%} | {err(r, 'raw_us'):.2%} | "
                      f"{err(r, 'anchored_us'):.2%} | {err(r, 'nochange_us'):.2%} |")
-    partial = sorted({(r["preset"], len(r["trace_sets"]), r["timed_sets"]) for r in rows
+    partial = sorted({(r["preset"], len(r["trace_sets"]), r["timed_sets"], r["statistic"]) for r in rows
                       if r.get("trace_sets") and r.get("timed_sets") and len(r["trace_sets"]) < r["timed_sets"]})
     if partial:
-        lines += ["", "Weight sets: eager measured times are the mean of the steady medians of the sets the sequential "
-                  "trace holds; traces holding fewer sets than were timed: " + "; ".join(
-                      f"{p} ({n} of {t})" for p, n, t in partial) + "."]
+        said = {"sets in trace": "measured eager time = mean of those sets' steady medians"}
+        lines += ["", "Traces holding fewer weight sets than were timed (the sets route tokens differently): "
+                  + "; ".join(f"{p} ({n} of {t}: "
+                              + said.get(how, f"no per-set medians recorded, measured eager time = {how}") + ")"
+                              for p, n, t, how in partial) + "."]
     if checks:
         bad = [c for c in checks if abs(c["error"]) > SANITY]
         worst = max(checks, key=lambda c: abs(c["error"]))
@@ -266,7 +272,7 @@ def results_for(folder: Path, runs: list[str] | None, profile: str | None, eager
                         "summary": _summaries(rows), "sanity": checks})
     if len(results) > 1:
         rows = pooled([r["rows"] for r in results])
-        names = ", ".join(f"`{r['run']}`" for r in results)
+        names = ", ".join(str(r["run"]) for r in results)
         results.append({"run": "pooled", "folder": str(folder), "sources": {"graph": names, "eager": names},
                         "rows": rows, "summary": _summaries(rows), "sanity": []})
     return results
