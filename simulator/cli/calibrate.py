@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from simulator.cli.common import number_in
 from simulator.errors import InputError
 from simulator.outputs import check_outputs, dumps, write_text_atomic, written
 
@@ -32,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
     p.add_argument("--quick", action="store_true", help="microbenchmarks: a small smoke subset")
-    p.add_argument("--budget-s", type=float, default=240.0, help="microbenchmarks: wall-clock budget (s)")
+    p.add_argument("--budget-s", type=number_in(1, 1e6), default=240.0, help="microbenchmarks: wall-clock budget (s)")
     p.add_argument("--holdout-presets", nargs="*", help="presets kept out of the layer-level fit "
                                                         "(default deepseek_v2_lite)")
     p.add_argument("--holdout-tokens", nargs="*", type=int, help="token counts kept out (default 2 32 512)")

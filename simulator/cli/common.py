@@ -5,7 +5,9 @@ level (``moesim --help`` loads every sub-command's parser)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,6 +16,22 @@ from simulator.errors import InputError
 if TYPE_CHECKING:
     from simulator.scenario import Scenario
     from simulator.sweep import Axis
+
+
+def number_in(low: float, high: float, integer: bool = False) -> Callable[[str], float]:
+    """An argparse ``type``: a finite number (an integer with ``integer``) from ``low`` to ``high``."""
+    kind = "an integer" if integer else "a number"
+
+    def parse(text: str) -> float:
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {kind} from {low:g} to {high:g}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {kind} from {low:g} to {high:g}")
+        return value
+
+    return parse
 
 
 def add_scenario_options(p: argparse.ArgumentParser, *, sweep: bool = False) -> None:

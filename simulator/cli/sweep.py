@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from simulator.cli.common import add_scenario_options, profile_input, warn
+from simulator.cli.common import add_scenario_options, number_in, profile_input, warn
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +24,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "parallelism.ep=4,8 (repeatable; crossed with the --set axes)")
     p.add_argument("--skip-invalid", action="store_true",
                    help="run the valid cases and list the invalid ones at the end (default: refuse the sweep)")
-    p.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1: serial)")
+    p.add_argument("--jobs", type=number_in(1, 1024, integer=True), default=1,
+                   help="local worker processes (default 1: serial)")
     p.add_argument("--executor", metavar="dask://HOST:PORT", help="run on a Dask distributed cluster instead")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(handler=run)

@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulator.cli.common import number_in
+
 if TYPE_CHECKING:
     from simulator.kineto.replay import WhatIf
 
@@ -31,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="as-traced: keep the traced host timing; graph: one graph replay of the same kernels")
     t.add_argument("--profile", metavar="P", help="profile name or JSON path (default: the shipped profile "
                                                    "matching the traced GPU, calibrated first)")
-    t.add_argument("--measured-us", type=float, metavar="US",
+    t.add_argument("--measured-us", type=number_in(1e-3, 1e9), metavar="US",
                    help="as-traced: the traced code's time measured WITHOUT the profiler (per layer call when the "
                         "trace's moesim_layers_per_trace says it holds several, else for the whole traced span); "
                         "the traced host time between submissions is scaled so the baseline replay lasts that "
