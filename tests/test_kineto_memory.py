@@ -1,4 +1,5 @@
-"""The reader streams: memory follows the events it keeps, not the file (dropped events cost nothing)."""
+"""The reader streams: memory follows the events it keeps, not the file (dropped events cost nothing). The
+decoded block is made small here (16 kB) so that these small files span many blocks, as a big trace does."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import gc
 import tracemalloc
 from pathlib import Path
 
+import pytest
+
+from simulator.kineto import reader
 from simulator.kineto.reader import read_trace
 from tests.data.kineto.synth import write_large_trace
 
@@ -23,7 +27,8 @@ def _peak(path: Path) -> tuple[int, int]:
     return peak, len(trace.gpu_ops)
 
 
-def test_memory_does_not_grow_with_dropped_events(tmp_path: Path) -> None:
+def test_memory_does_not_grow_with_dropped_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(reader, "BLOCK", 1 << 14)
     lean = tmp_path / "lean.json"
     fat = tmp_path / "fat.json"
     lean_size = write_large_trace(str(lean), KERNELS)

@@ -41,13 +41,16 @@ class HostCall(NamedTuple):
 
 
 class Range(NamedTuple):
-    """A host-side ``record_function`` range (``user_annotation``)."""
+    """A host-side ``record_function`` range (``user_annotation``, kind ``range``) or a module call (kind
+    ``module``: an ``nn.Module: Class_N`` python event, or a ``file.py(N): forward`` frame, by its class or frame;
+    after import, ``name`` is the ``/``-joined path of the module calls enclosing it, outermost first)."""
 
     name: str
     pid: int
     tid: int
     ts: float
     dur: float
+    kind: str = "range"
 
     @property
     def end(self) -> float:
@@ -108,6 +111,8 @@ class Trace:
     gpu_ops: list[GpuOp] = field(default_factory=list)
     host_calls: list[HostCall] = field(default_factory=list)
     ranges: list[Range] = field(default_factory=list)
+    modules: list[Range] = field(default_factory=list)
+    frames: list[Range] = field(default_factory=list)
     cpu_ops: list[CpuOp] = field(default_factory=list)
     syncs: list[SyncOp] = field(default_factory=list)
     flows: list[Flow] = field(default_factory=list)
@@ -115,3 +120,4 @@ class Trace:
     skipped: dict[str, int] = field(default_factory=dict)
     events_read: int = 0
     bytes_read: int = 0
+    metadata: dict[str, object] = field(default_factory=dict)

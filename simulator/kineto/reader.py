@@ -8,6 +8,7 @@ unknown categories are dropped as they stream past. A tqdm bar on stderr counts 
 from __future__ import annotations
 
 import gzip
+import re
 import sys
 import zlib
 from collections.abc import Callable
@@ -21,6 +22,16 @@ from simulator.errors import InputError
 from simulator.kineto.events import CpuOp, DeviceProps, Flow, GpuOp, HostCall, Range, SyncOp, Trace
 
 CHUNK = 1 << 16
+BLOCK = 1 << 20  # the fast path decodes runs of events about this long
+MAX_HEADER = 1 << 26  # bytes before the event list the fast path looks through
+MAX_EVENT_RUN = 1 << 28  # a run this long without a cut between events: not a Kineto layout
+_LIST_OPEN = re.compile(rb"\s*:\s*\[")
+_NEXT_EVENT = re.compile(rb"\s*,\s*\{")
+
+try:  # a faster decoder of the event runs when installed; the standard library's otherwise
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - depends on the environment
+    from json import loads as _loads
 
 _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
              "memset": "memset", "concurrent kernel": "kernel"}
@@ -40,23 +51,54 @@ def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
         raise InputError(f"{path}: no such file") from None
     except (IsADirectoryError, PermissionError) as err:
         raise InputError(f"{path}: cannot read ({err.__class__.__name__})") from None
-    trace = Trace(source=str(path))
-    sink = _Sink(trace)
     bar = tqdm(total=size, unit="B", unit_scale=True, desc=f"reading {path.name}", file=sys.stderr,
                disable=True if not progress else None, leave=False)  # None: only on a terminal
+    trace = Trace(source=str(path))
+    sink = _Sink(trace)
     try:
         with raw:
-            _parse(_open_stream(raw), sink, bar, trace)
+            try:
+                _parse_split(_open_stream(raw), sink, bar, trace)
+            except _NotSplittable:  # an unusual layout or a malformed file: the streaming parser says which
+                raw.seek(0)
+                bar.reset()
+                trace = Trace(source=str(path))
+                sink = _Sink(trace)
+                _parse(_open_stream(raw), sink, bar, trace)
+                raw.seek(0)
+                trace.metadata = _top_level_scalars(_open_stream(raw))
     except (ijson.JSONError, ijson.IncompleteJSONError, UnicodeDecodeError, ValueError) as err:
-        reason = str(err).splitlines()[0] if str(err) else err.__class__.__name__
-        raise InputError(f"{path}: malformed trace JSON (after {trace.bytes_read} bytes): {reason}") from None
+        where = f" (after {trace.bytes_read} bytes)" if trace.bytes_read else ""
+        raise InputError(f"{path}: malformed trace JSON{where}: {_reason(err)}"
+                         + ("; the file is binary or corrupt, not JSON text" if _binary(path) else "")) from None
     except (OSError, EOFError, zlib.error) as err:
-        raise InputError(f"{path}: cannot decompress/read trace: {err}") from None
+        raise InputError(f"{path}: cannot decompress/read trace: {_reason(err)}") from None
     finally:
         bar.close()
     if not sink.saw_events:
         raise InputError(f"{path}: not a Kineto/Chrome trace (no 'traceEvents' list)")
     return trace
+
+
+def _reason(err: BaseException) -> str:
+    """The first line of an error, printable: yajl's messages are bytes (``b'lexical error…'``) and quote the
+    offending input, which in a binary file is control characters."""
+    text = str(err.args[0]) if err.args and isinstance(err.args[0], str) else str(err)
+    if err.args and isinstance(err.args[0], bytes):
+        text = err.args[0].decode("utf-8", "replace")
+    line = next((part.strip() for part in text.splitlines() if part.strip()), err.__class__.__name__)
+    line = "".join(c if c.isprintable() else "?" for c in line)
+    return line if len(line) <= 120 else line[:117] + "..."
+
+
+def _binary(path: Path) -> bool:
+    """Whether the (decompressed) start of ``path`` holds control characters that JSON text never has."""
+    try:
+        with path.open("rb") as raw:
+            head = _open_stream(raw).read(4096)
+    except (OSError, EOFError, zlib.error):
+        return True
+    return any(b < 32 and b not in (9, 10, 13) for b in head)
 
 
 def _open_stream(raw: IO[bytes]) -> IO[bytes]:
@@ -65,6 +107,111 @@ def _open_stream(raw: IO[bytes]) -> IO[bytes]:
     if head == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
     return raw
+
+
+class _NotSplittable(Exception):
+    """The fast path cannot cut this file into whole events; the streaming parser reads it instead."""
+
+
+def _parse_split(stream: IO[bytes], sink: _Sink, bar: tqdm, trace: Trace) -> None:
+    """Cut the ``traceEvents`` list into runs of whole events at ``},{`` boundaries and decode each run with a C
+    JSON decoder (orjson when installed, else the standard library's): linear in the file, memory bounded by
+    the block size. A cut inside an event (a ``},{`` within it) fails to decode and the cut before it is tried;
+    the top-level keys before and after the list are kept in ``trace.metadata``."""
+    raw = getattr(stream, "fileobj", None) or stream
+    buf = b""
+    last = 0
+
+    def more() -> bool:
+        nonlocal buf, last
+        chunk = stream.read(BLOCK)
+        trace.bytes_read += len(chunk)
+        pos = raw.tell()
+        bar.update(pos - last)
+        last = pos
+        buf += chunk
+        return bool(chunk)
+
+    start = None
+    while start is None and more():  # the header: everything up to the list's '['
+        start = _events_start(buf)
+        if start is None and len(buf) > MAX_HEADER:
+            raise _NotSplittable
+    if start is None:
+        if not buf.strip():
+            raise InputError(f"{trace.source}: empty file")
+        raise _NotSplittable
+    bare = buf.lstrip()[:1] == b"["
+    if not bare:
+        head = buf[:start]
+        head = head[:head.rfind(b'"traceEvents"')].rstrip().rstrip(b",")
+        try:
+            meta = _loads(head + b"}")
+        except ValueError:
+            raise _NotSplittable from None
+        sink.metadata(meta)
+    buf = buf[start:]
+    while more():
+        run = _decode_run(buf)
+        if run is None:
+            if len(buf) > MAX_EVENT_RUN:
+                raise _NotSplittable
+            continue
+        events, rest = run
+        for event in events:
+            sink.event(event)
+        buf = buf[rest:]
+    try:
+        tail = _loads(b"[" + buf) if bare else _loads(b'{"traceEvents":[' + buf)
+    except ValueError:
+        raise _NotSplittable from None
+    events = tail if bare else tail.pop("traceEvents")
+    for event in events:
+        sink.event(event)
+    if not bare:
+        sink.metadata(tail)
+    sink.saw_events = True
+
+
+def _top_level_scalars(stream: IO[bytes]) -> dict[str, object]:
+    """The top-level keys with a number or string value (one more streaming pass: the fallback path only)."""
+    out: dict[str, object] = {}
+    for prefix, event, value in ijson.parse(stream, use_float=True):
+        if "." not in prefix and prefix and event in ("number", "string"):
+            out[prefix] = value
+    return out
+
+
+def _events_start(buf: bytes) -> int | None:
+    """Index just after the ``[`` that opens the event list (``"traceEvents": [`` or a bare top-level list)."""
+    stripped = buf.lstrip()
+    if stripped[:1] == b"[":
+        return len(buf) - len(stripped) + 1
+    at = buf.find(b'"traceEvents"')
+    match = _LIST_OPEN.match(buf, at + len(b'"traceEvents"')) if at >= 0 else None
+    return match.end() if match else None
+
+
+def _decode_run(buf: bytes) -> tuple[list[Any], int] | None:
+    """The events before the last ``}`` ``,`` ``{`` boundary of ``buf`` that decodes, and where the rest
+    starts; None when there is none (yet)."""
+    limit = len(buf)
+    failures = 0
+    while failures < 8:
+        at = buf.rfind(b"}", 0, limit)
+        if at < 0:
+            return None
+        limit = at
+        match = _NEXT_EVENT.match(buf, at + 1)
+        if match is None:
+            continue
+        try:
+            events = _loads(b"[" + buf[:at + 1] + b"]")
+        except ValueError:
+            failures += 1
+            continue
+        return events, match.end() - 1
+    return None
 
 
 def _parse(stream: IO[bytes], sink: _Sink, bar: tqdm, trace: Trace) -> None:
@@ -118,6 +265,12 @@ class _Sink:
     def _skip(self, cat: str) -> None:
         skipped = self.trace.skipped
         skipped[cat] = skipped.get(cat, 0) + 1
+
+    def metadata(self, meta: dict[str, Any]) -> None:
+        """Top-level keys other than the event list; ``deviceProperties`` are read as devices."""
+        self.trace.metadata.update(meta)
+        for item in meta.get("deviceProperties") or ():
+            self.device(item)
 
     def device(self, item: Any) -> None:
         if not isinstance(item, dict):

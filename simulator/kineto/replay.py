@@ -6,13 +6,11 @@ layer calls) is replayed whole; its per-layer figures are the replayed spans div
 
 from __future__ import annotations
 
-import gzip
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ijson
 from tqdm import tqdm
 
 from simulator.engine import simulate
@@ -113,21 +111,12 @@ def gpu_span(result: SimResult) -> float:
     return max(k.end_us for k in result.kernels) - min(k.start_us for k in result.kernels)
 
 
-def layers_per_trace(path: str | Path) -> int:
+def layers_per_trace(trace: Trace) -> int:
     """``moesim_layers_per_trace`` from the trace's top-level metadata (1 when absent)."""
-    with Path(path).open("rb") as raw:
-        stream = gzip.GzipFile(fileobj=raw) if raw.read(2) == b"\x1f\x8b" else raw
-        raw.seek(0)
-        try:
-            for prefix, event, value in ijson.parse(stream, use_float=True):
-                if prefix == "moesim_layers_per_trace" and event == "number":
-                    layers = int(value)
-                    if layers < 1 or layers != value:
-                        raise InputError(f"{path}: moesim_layers_per_trace must be a whole number >= 1, got {value}")
-                    return layers
-        except (ijson.JSONError, OSError, EOFError):
-            return 1  # read_trace reports the unreadable file
-    return 1
+    value = trace.metadata.get("moesim_layers_per_trace", 1)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 1 or int(value) != value:
+        raise InputError(f"{trace.source}: moesim_layers_per_trace must be a whole number >= 1, got {value!r}")
+    return int(value)
 
 
 def profile_for(trace: Trace, name: str | None) -> Profile:
@@ -164,7 +153,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
         raise InputError("a measured time to fit the host to needs --launch as-traced and a positive number of "
                          f"µs, got {measured_layer_us} with --launch {launch}")
     trace = read_trace(path, progress=progress)
-    layers = layers_per_trace(path)
+    layers = layers_per_trace(trace)
     prof = profile_for(trace, profile)
     host = import_trace(trace, prof, device=device, thread=thread)
     notes = []
