@@ -24,7 +24,8 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         from simulator.report.page import moesim_version
 
-        parser.exit(message=f"moesim {moesim_version()}\n")
+        print(f"moesim {moesim_version()}")
+        parser.exit()
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
