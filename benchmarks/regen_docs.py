@@ -28,7 +28,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import decode_step_tables as dst  # noqa: E402
 import whatif_accuracy as wa  # noqa: E402
 
-BLOCK = re.compile(r"<!-- BEGIN GENERATED: (?P<id>[\w.-]+) \((?P<cmd>.*)\) -->\n(?P<body>.*?)<!-- END GENERATED -->",
+BLOCK = re.compile(r"<!-- BEGIN GENERATED: (?P<id>[\w.-]+) \((?P<cmd>[^\n]*)\) -->\n(?P<body>.*?)<!-- END GENERATED -->",
                    re.S)
 VALIDATION, DECODE, WHATIF = "calibration/VALIDATION.md", "docs/validation.md", "docs/whatif_accuracy.md"
 MEASUREMENTS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-02"
@@ -106,7 +106,7 @@ def _experts_hit() -> str:
     head = ("| tokens | experts hit (kernels_real's biased router) | experts hit (uniform picks) |\n"
             "| ---: | ---: | ---: |\n")
     rows = "".join(f"| {t} | {touched_experts(d, t):.1f} | {expected_touched_experts(d.n_experts, d.top_k, t):.1f} |\n"
-                   for t in (1, 8, 32, 256))
+                   for t in (1, 8, 32, 128, 256))
     return head + rows + f"\nOf {d.n_experts} routed experts (top-{d.top_k}; `simulator/workloads/moe_layer.py`).\n"
 
 
