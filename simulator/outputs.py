@@ -93,23 +93,30 @@ def _json(document: Any, what: str, **options: Any) -> str:
         raise
 
 
-def check_finite(document: Any, what: str = "the result") -> None:
-    """Refuse a result holding inf or NaN (inputs too large for double precision), naming where."""
+def check_finite(document: Any, what: str = "result", limit: float = math.inf) -> None:
+    """Refuse a result holding inf or NaN (inputs too large for double precision), or a number beyond ``limit``
+    (a result no sane input gives), naming where."""
     stack: list[tuple[str, Any]] = [("", document)]
     while stack:
         where, value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
             raise InputError(f"{what}{where} is {value}: the inputs are too large to simulate; keep durations and "
                              "sizes within the ranges moesim schema and the program format give")
+        if isinstance(value, float) and abs(value) > limit:
+            raise InputError(f"{what}{where} is {value:.3g}, beyond {limit:g}: check the profile's figures "
+                             "(ceilings, host costs, link) and the scenario's sizes")
         if isinstance(value, Mapping):
             stack.extend((f"{where}.{k}", v) for k, v in value.items())
         elif isinstance(value, list | tuple):
             stack.extend((f"{where}[{i}]", v) for i, v in enumerate(value))
 
 
+MAX_RESULT_US = 1e12  # about 12 days: no decode step, layer or block time gets near it
+
+
 def dumps(document: Any) -> str:
     """The ``--json`` output form: two-space indent; never Infinity or NaN (refused as bad input)."""
-    return _json(document, "the result", indent=2)
+    return _json(document, "result", indent=2)
 
 
 def written(what: str, path: str | Path, detail: str = "") -> str:

@@ -45,6 +45,10 @@ def files(tmp_path: Path) -> dict[str, str]:
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(doc))
         paths[name] = str(path)
+    profile = json.loads((ROOT / "calibration/profiles/mi300x.json").read_text())
+    profile["ceilings"]["hbm_GBps"]["value"] = profile["ceilings"]["bf16_tflops"]["value"] = 1e-300
+    (tmp_path / "tiny.json").write_text(json.dumps(profile))
+    paths["tiny"] = str(tmp_path / "tiny.json")
     (tmp_path / "measurements").mkdir()
     paths["tmp"] = str(tmp_path)
     return paths
@@ -86,6 +90,10 @@ BAD_INPUT = [
     ("zip of unequal lengths", ["sweep", "{s}", "--zip", "load.concurrency=1,2,load.input_len=8"],
      "zipped fields need the same number"),
     ("five errors shown", ["run", "{many}"], "(and 1 more)"),
+    ("absurd result (run)", ["run", "{s}", "--profile", "{tiny}"], "beyond 1e+12: check the profile's figures"),
+    ("absurd result (sweep)", ["sweep", "{s}", "--profile", "{tiny}"], "beyond 1e+12: check the profile's figures"),
+    ("absurd result (thresholds)", ["thresholds", "{s}", "--profile", "{tiny}"], "beyond 1e+12: check the profile"),
+    ("report over its profile", ["report", "{s}", "--profile", "{tiny}", "--html", "{tiny}"], "is an input"),
 ]
 
 
@@ -228,3 +236,14 @@ def test_a_write_that_fails_late_is_one_line_and_leaves_nothing(tmp_path: Path,
     with pytest.raises(InputError, match=r"r\.html: cannot write \(Read-only file system\)"):
         outputs.write_text_atomic(tmp_path / "r.html", "<html>")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_non_finite_results_are_refused_naming_where() -> None:
+    from simulator.errors import InputError
+    from simulator.outputs import check_finite, dumps
+
+    with pytest.raises(InputError, match=r"result\.cases\[1\]\.step_us is nan: the inputs are too large"):
+        dumps({"cases": [{"step_us": 1.0}, {"step_us": float("nan")}]})
+    with pytest.raises(InputError, match=r"result\.x is inf"):
+        check_finite({"x": float("inf")})
+    check_finite({"x": 1e300})

@@ -49,16 +49,20 @@ def command_line(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from simulator.cli.common import scenario_warnings, warn
     from simulator.report.browser import BrowserMissing, screenshot
-    from simulator.report.build import write_report
+    from simulator.report.build import write_scenarios_report
+    from simulator.report.collect import load_scenarios
 
     if args.png is not None and args.png.suffix.lower() != ".png":
         raise InputError(f"--png {args.png}: expected a .png file name")
     profile_file = args.profile if args.profile is not None and Path(args.profile).is_file() else None
     check_outputs({"--html": args.html, "--png": args.png},
                   [*args.scenarios, args.trace, args.validation, profile_file])
-    summary = write_report(args.scenarios, args.html, command_line(args), profile=args.profile, trace=args.trace,
-                           validation=args.validation, progress=not args.json)
+    scenarios = load_scenarios(args.scenarios, args.profile)
+    warn("report", [w for _, scenario in scenarios for w in scenario_warnings(scenario)])
+    summary = write_scenarios_report(scenarios, args.html, command_line(args), profile=args.profile,
+                                     trace=args.trace, validation=args.validation, progress=not args.json)
     out = summary.to_json_dict()
     if args.png is not None:
         try:

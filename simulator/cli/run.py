@@ -30,12 +30,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from simulator.cli.common import load_with_overrides, scenario_warnings
     from simulator.evaluate import evaluate, trace_document
-    from simulator.outputs import check_outputs, dumps, invocation, write_json_atomic, written
+    from simulator.outputs import (
+        MAX_RESULT_US,
+        check_finite,
+        check_outputs,
+        dumps,
+        invocation,
+        write_json_atomic,
+        written,
+    )
 
     scenario, overridden = load_with_overrides(args)
     check_outputs({"--trace-out": args.trace_out, "--html": args.html}, [args.scenario, profile_input(args.profile)])
     warn("run", scenario_warnings(scenario))
     evaluation = evaluate(scenario, args.scenario)
+    check_finite(evaluation.to_json_dict(), limit=MAX_RESULT_US)
     trace = trace_document(evaluation) if args.trace_out else None
     if args.json:
         print(dumps(evaluation.to_json_dict()))

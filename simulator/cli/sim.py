@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from simulator.engine import simulate
     from simulator.expand import expand
     from simulator.ir import CaptureBegin, load_program
-    from simulator.outputs import check_outputs, dumps, write_json_atomic, written
+    from simulator.outputs import check_finite, check_outputs, dumps, write_json_atomic, written
     from simulator.perfetto import to_chrome_trace
 
     check_outputs({"--trace-out": args.trace_out}, [args.program])
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     warn("sim", [f"capture error ({e.kind}) in graph {e.graph!r}: {e.detail}; the graph's kernels were not "
                  "simulated (see moesim check)" for e in errors])
     result = simulate(program)
+    check_finite({"makespan_us": result.makespan_us, "streams": result.streams})
     if args.trace_out:
         write_json_atomic(args.trace_out, to_chrome_trace(result, program.name or "moesim"))
     if args.json:

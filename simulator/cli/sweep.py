@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from simulator.cli.common import overrides
-    from simulator.outputs import check_outputs, dumps, invocation, written
+    from simulator.outputs import MAX_RESULT_US, check_finite, check_outputs, dumps, invocation, written
     from simulator.scenario import load_document
     from simulator.sweep import parse_set, parse_zip, sweep
 
@@ -42,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
     check_outputs({"--html": args.html}, [args.scenario, profile_input(args.profile)])
     document = sweep(load_document(args.scenario), groups, args.scenario, jobs=args.jobs, address=args.executor,
                      skip_invalid=args.skip_invalid, progress=not args.json)
+    check_finite(document["cases"], limit=MAX_RESULT_US)
     warn("sweep", [w for case in document["cases"] for w in case["warnings"]])
     if args.html:
         from simulator.report.build import write_sweep_html

@@ -29,7 +29,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from simulator.advice import dp_gate_note
     from simulator.cli.common import load_with_overrides, scenario_warnings
-    from simulator.outputs import check_outputs, dumps, invocation, written
+    from simulator.outputs import MAX_RESULT_US, check_finite, check_outputs, dumps, invocation, written
     from simulator.thresholds import recommend
 
     scenario, overridden = load_with_overrides(args)
@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     warn("thresholds", scenario_warnings(scenario.model_copy(
         update={"load": scenario.load.model_copy(update={"concurrency": largest})})))
     rec = recommend(scenario, args.scenario)
+    check_finite(rec.to_json_dict(), limit=MAX_RESULT_US)
     if args.html:
         from simulator.report.build import write_scenarios_report
 
