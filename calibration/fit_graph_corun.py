@@ -1,0 +1,191 @@
+"""Fit the co-run (sharing) model to the decode-regime co-runs measured inside CUDA graphs
+(``calibration.microbench.graph_corun``), and measure the graph fork/join cost.
+
+Each measured configuration (preset or TP shard, token count) becomes simulated graphs of the same pieces:
+the workload emitter's kernels for the shared experts (S), the routing chain (R: everything of the routed
+path before the first grouped GEMM) and the routed experts (G: the rest), each piece's kernel durations
+scaled so that its solo graph matches the measured solo replay (minus the node gaps the engine adds), their
+demands scaled alike. A pair ``A|B`` is captured as the bench captures it (fork from main with an event pair,
+the branch named first captured first; ``~`` = a branch that first sleeps the measured ``sleep`` time) and
+replayed; its simulated time per weight set is compared with the measured one.
+
+``graph_join_us`` = median over configurations of ``RG+fj0 − RG``: an empty fork/join added to the routed
+chain (aux only waits and records) costs exactly the latency of the cross-stream edge back into main.
+
+The sharing forms are fitted on the pairs of R and G with S (both orders, both staggers); the ``S|RG`` /
+``RG|S`` pairs (the layer's own overlap) are held out of every fit and only predicted: no parameter is fitted
+to a layer-level gain.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.cost import CostModel
+from simulator.engine import simulate
+from simulator.ir import HostCosts, Launch, Program
+from simulator.profile import Profile
+from simulator.workloads.builder import ProgramBuilder
+from simulator.workloads.moe_layer import LayerEmitter
+from simulator.workloads.presets import get_preset
+
+FIT_PAIRS = ("S|R", "R|S", "S|G", "G|S", "S~|RG", "S|~RG")
+HELD_OUT_PAIRS = ("S|RG", "RG|S")
+REPLAYS = 3
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """One configuration's pieces as costed launches (durations scaled to the measured solo graphs)."""
+
+    preset: str
+    tokens: int
+    launches: dict[str, tuple[Launch, ...]]  # "S", "R", "G"
+    measured_us: dict[str, float]
+    sleep_us: float
+
+
+def emitted_pieces(preset: str, tokens: int, profile: Profile) -> dict[str, tuple[Launch, ...]]:
+    """The workload emitter's S, R and G launches of one configuration (unscaled)."""
+    dims = get_preset(preset)
+    b = ProgramBuilder(host=profile.host_costs("eager"), cost=CostModel(profile))
+    e = LayerEmitter(b, dims, tokens, "p")
+    x = e.buf("x")
+    e.shared(x)
+    n_shared = len(b.build().ops)
+    ids, wts = e.gate(x)
+    e.experts(x, ids, wts, dims.n_experts, dims.top_k)
+    ops = [op for op in b.build().ops if isinstance(op, Launch)]
+    shared, routed = tuple(ops[:n_shared]), ops[n_shared:]
+    first_grouped = next(i for i, op in enumerate(routed) if op.family == "grouped_gemm")
+    return {"S": shared, "R": tuple(routed[:first_grouped]), "G": tuple(routed[first_grouped:])}
+
+
+def scaled(launches: Sequence[Launch], solo_us: float, node_gap_us: float) -> tuple[Launch, ...]:
+    """Durations scaled so the chain's graph time (kernels + node gaps) is ``solo_us``; bandwidth and tensor
+    demands scaled inversely (the same bytes and flops in another time)."""
+    total = sum(op.dur_us for op in launches)
+    busy = max(solo_us - node_gap_us * len(launches), 0.05 * solo_us)
+    k = busy / total if total > 0 else 1.0
+    return tuple(op.model_copy(update={"dur_us": op.dur_us * k, "bw": min(1.0, op.bw / k),
+                                       "tc": min(1.0, op.tc / k)}) for op in launches)
+
+
+def pieces_of(record: dict[str, Any], profile: Profile) -> Pieces:
+    raw = emitted_pieces(record["preset"], int(record["tokens"]), profile)
+    med = record["median_us"]
+    gap = profile.host.node_gap_us.value
+    return Pieces(record["preset"], int(record["tokens"]),
+                  {k: scaled(v, med[k], gap) for k, v in raw.items()}, med, med.get("sleep", 0.0))
+
+
+def pair_program(p: Pieces, pair: str, host: HostCosts) -> Program:
+    """``pair`` (e.g. ``S|RG``, ``R|S``, ``S~|RG``) as a graph of one set, replayed ``REPLAYS`` times."""
+    left, right = pair.split("|")
+    aux_first = left.startswith("S")
+    shared, other = (left, right) if aux_first else (right, left)
+    b = ProgramBuilder(host=host)
+    b.stream("aux")
+
+    def branch(code: str, stream: str) -> list[Launch]:
+        name = code.strip("~")
+        out = [k.model_copy(update={"stream": stream}) for piece in (("R", "G") if name == "RG" else (name,))
+               for k in p.launches[piece]]
+        if "~" in code:
+            out.insert(0, Launch(kernel="sleep", stream=stream, dur_us=p.sleep_us, sm=0.0, bw=0.0, tc=0.0,
+                                 family="delay"))
+        return out
+
+    with b.capture("pair"):
+        b.record("ready", "main")
+
+        def aux_side() -> None:
+            b.wait("ready", "aux")
+            for k in branch(shared, "aux"):
+                b.launch(k, "aux")
+            b.record("done", "aux")
+        if aux_first:
+            aux_side()
+        for k in branch(other, "main"):
+            b.launch(k, "main")
+        if not aux_first:
+            aux_side()
+        b.wait("done", "main")
+    for _ in range(REPLAYS):
+        b.replay("pair")
+    return b.build()
+
+
+def simulated_us(program: Program, sharing: Any) -> float:
+    """Steady time per replay (the spacing of the replays' last ends)."""
+    res = simulate(program, sharing)
+    ends: dict[int, float] = {}
+    for k in res.kernels:
+        ends[k.replay or 0] = max(ends.get(k.replay or 0, 0.0), k.end_us)
+    order = [ends[r] for r in sorted(ends)]
+    return (order[-1] - order[0]) / (len(order) - 1)
+
+
+def graph_join_us(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The fork/join cost: median (and spread) over configurations of ``RG+fj0 − RG`` and ``RG+fj1 − RG``."""
+    empty = [r["median_us"]["RG+fj0"] - r["median_us"]["RG"] for r in records]
+    tiny = [r["median_us"]["RG+fj1"] - r["median_us"]["RG"] for r in records]
+    return {"empty_median_us": statistics.median(empty), "empty_p10_us": float(np.percentile(empty, 10)),
+            "empty_p90_us": float(np.percentile(empty, 90)), "tiny_median_us": statistics.median(tiny),
+            "n": len(records)}
+
+
+def pair_errors(pieces: Sequence[Pieces], pairs: Sequence[str], sharing: Any, host: HostCosts) -> np.ndarray:
+    """Relative error of the simulated pair time against the measured, per (configuration, pair)."""
+    out = []
+    for p in pieces:
+        for pair in pairs:
+            if pair in p.measured_us:
+                out.append(simulated_us(pair_program(p, pair, host), sharing) / p.measured_us[pair] - 1.0)
+    return np.array(out)
+
+
+def overlap_errors(pieces: Sequence[Pieces], pairs: Sequence[str], sharing: Any, host: HostCosts) -> np.ndarray:
+    """Predicted minus measured overlap gain of each pair (1 − pair / (sum of its solo pieces)), in points of
+    the sum: the quantity the multi-stream decision turns on."""
+    out = []
+    for p in pieces:
+        for pair in pairs:
+            if pair not in p.measured_us:
+                continue
+            solo = sum(p.measured_us[c] for c in _codes(pair))
+            sim = simulated_us(pair_program(p, pair, host), sharing)
+            out.append((p.measured_us[pair] - sim) / solo)
+    return np.array(out)
+
+
+def _codes(pair: str) -> list[str]:
+    return [c.strip("~") for c in pair.split("|")] + (["sleep"] if "~" in pair else [])
+
+
+def grid_fit(pieces: Sequence[Pieces], make: Callable[..., Any], grid: dict[str, Sequence[float]],
+             host: HostCosts, pairs: Sequence[str] = FIT_PAIRS) -> tuple[dict[str, float], float]:
+    """The grid point with the least mean squared log error of the pair times."""
+    best: tuple[dict[str, float], float] | None = None
+    names = list(grid)
+    for values in itertools.product(*(grid[n] for n in names)):
+        params = dict(zip(names, values, strict=True))
+        err = float(np.mean(np.log1p(pair_errors(pieces, pairs, make(**params), host)) ** 2))
+        if best is None or err < best[1]:
+            best = (params, err)
+    assert best is not None
+    return best
+
+
+def load_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``graph_corun.json.gz``."""
+    return json.loads(gzip.decompress(Path(path).read_bytes()))
