@@ -208,10 +208,11 @@ def test_sim_warns_about_capture_errors(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_leaving_the_calibrated_range_warns(capsys: pytest.CaptureFixture[str]) -> None:
     scenario = str(ROOT / "scenarios/dsv3_h200_dp8.yaml")
-    code, _, err = moesim(["run", scenario, "--set", "load.concurrency=2048", "--json"], capsys)
+    code, out, err = moesim(["run", scenario, "--set", "load.concurrency=2048", "--json"], capsys)
     assert code == 0 and "moesim run: warning: 2048 tokens/rank of deepseek_v3 go beyond the sizes measured" in err
-    code, _, err = moesim(["run", scenario, "--set", "load.concurrency=2", "--json"], capsys)
-    assert code == 0 and err == ""
+    assert err.removeprefix("moesim run: warning: ").strip() == json.loads(out)["warnings"][0]
+    code, out, err = moesim(["run", scenario, "--set", "load.concurrency=2", "--json"], capsys)
+    assert code == 0 and err == "" and json.loads(out)["warnings"] == []
 
 
 def test_help_imports_no_simulation_code() -> None:

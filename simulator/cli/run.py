@@ -42,12 +42,13 @@ def run(args: argparse.Namespace) -> int:
 
     scenario, overridden = load_with_overrides(args)
     check_outputs({"--trace-out": args.trace_out, "--html": args.html}, [args.scenario, profile_input(args.profile)])
-    warn("run", scenario_warnings(scenario))
+    warnings = scenario_warnings(scenario)
+    warn("run", warnings)
     evaluation = evaluate(scenario, args.scenario)
     check_finite(evaluation.to_json_dict(), limit=MAX_RESULT_US)
     trace = trace_document(evaluation) if args.trace_out else None
     if args.json:
-        print(dumps(evaluation.to_json_dict()))
+        print(dumps({**evaluation.to_json_dict(), "warnings": warnings}))
     else:
         print_table(evaluation, overridden)
     if trace is not None:

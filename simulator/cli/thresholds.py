@@ -35,8 +35,9 @@ def run(args: argparse.Namespace) -> int:
     scenario, overridden = load_with_overrides(args)
     check_outputs({"--html": args.html}, [args.scenario, profile_input(args.profile)])
     largest = max(scenario.thresholds.concurrency)
-    warn("thresholds", scenario_warnings(scenario.model_copy(
-        update={"load": scenario.load.model_copy(update={"concurrency": largest})})))
+    warnings = scenario_warnings(scenario.model_copy(
+        update={"load": scenario.load.model_copy(update={"concurrency": largest})}))
+    warn("thresholds", warnings)
     rec = recommend(scenario, args.scenario)
     check_finite(rec.to_json_dict(), limit=MAX_RESULT_US)
     if args.html:
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
         write_scenarios_report([(args.scenario, scenario)], args.html, invocation(), progress=not args.json)
     if args.json:
-        print(dumps({**rec.to_json_dict(), "dp_gate_note": dp_gate_note(rec)}))
+        print(dumps({**rec.to_json_dict(), "dp_gate_note": dp_gate_note(rec), "warnings": warnings}))
         return 0
     print(f"scenario {rec.scenario}; profile: {rec.profile}")
     if overridden:
