@@ -128,7 +128,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
     sources = {"graph": str((real / "cases.json").relative_to(folder)), "eager": str(eager_cases.relative_to(folder))}
     rows = []
     names = sorted({p.name for d in (real, rerun) for p in (d / "traces").glob("*_sequential_eager.json*")})
-    for name in tqdm(names, desc="what-if", file=sys.stderr, leave=False):
+    for name in tqdm(names, desc="what-if", file=sys.stderr, leave=False, disable=None):
         preset, tokens = _key(name)
         graph_trace = real / "traces" / name.replace("_eager", "_graph")
         for mode in ("graph", "eager"):
@@ -165,7 +165,7 @@ def sanity(folder: Path, run: str | None, profile: str | None) -> list[dict]:
     out = []
     runs = (run,) if run is not None else ("kernels_real", *EAGER_RERUNS)
     traces = sorted(p for d in runs for p in (folder / d / "traces").glob("*.json*"))
-    for trace in tqdm(traces, desc="sanity", file=sys.stderr, leave=False):
+    for trace in tqdm(traces, desc="sanity", file=sys.stderr, leave=False, disable=None):
         r = run_whatif(trace, None, profile=profile, progress=False)
         out.append({"trace": str(trace.relative_to(folder)), "measured_us": r.host.measured_us,
                     "replay_us": r.baseline_us,
