@@ -1,5 +1,5 @@
-"""``moesim whatif trace KINETO.json --aux-region NAME``: replay a real PyTorch profiler trace and predict
-what moving a ``record_function`` region to an aux stream would give."""
+"""``moesim whatif trace KINETO.json --aux-module PATH | --aux-region NAME``: replay a real PyTorch profiler trace
+and predict what moving module calls or a ``record_function`` region to an aux stream would give."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulator.cli.common import number_in
+from simulator.errors import InputError
 
 if TYPE_CHECKING:
     from simulator.kineto.replay import WhatIf
@@ -18,17 +19,41 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                               description="What-if analyses of what really ran.")
     inner = p.add_subparsers(dest="whatif_command", metavar="KIND", required=True)
     t = inner.add_parser(
-        "trace", help="replay a Kineto trace and move a record_function region to an aux stream",
+        "trace", help="replay a Kineto trace and move a module call or record_function range to an aux stream",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Replay a Kineto / Chrome trace (torch.profiler JSON, optionally .gz) through the simulator "
-                    "and predict the span of GPU work when the kernels launched inside every NAME range run "
-                    "on an aux stream (event fork at the range, join on the main stream). Kernel durations "
-                    "and host timing come from the trace; added host calls, graph-replay costs and the "
-                    "sharing model from the profile.")
+                    "and predict the span of GPU work\nwhen the kernels launched inside every selected module "
+                    "call (--aux-module) or record_function range (--aux-region) run on an\naux stream (event "
+                    "fork where it starts, join on the main stream before the next kernel outside it). Kernel "
+                    "durations\nand host timing come from the trace; added host calls, graph-replay costs and "
+                    "the sharing model from the profile.",
+        epilog="vLLM workflow (no code changes: its torch profiler records with_stack, so module calls are in "
+               "the trace):\n"
+               "  1. serve with the torch profiler on (v0.13+: --profiler-config '{\"profiler\": \"torch\", "
+               "\"torch_profiler_dir\": \"/abs/dir\"}';\n"
+               "     older: VLLM_TORCH_PROFILER_DIR=/abs/dir) and --enforce-eager for an eager trace; send a "
+               "few requests between\n     start_profile and stop_profile (vllm bench serve --profile does it)\n"
+               "  2. moesim whatif trace DIR/TRACE.json.gz --list-modules          # the module tree: pick a path\n"
+               "  3. moesim whatif trace DIR/TRACE.json.gz --aux-module DeepseekV2MoE/DeepseekV2MLP \\\n"
+               "       --measured-us US     # the traced span's time measured without the profiler, if known\n"
+               "  For CUDA graphs, trace the same steps eagerly and once with graphs: the eager trace as TRACE, "
+               "--launch graph,\n  --durations-from GRAPH_TRACE. The figures: the traced span, its replay "
+               "(baseline, vs the trace) and the\n  what-if's span, per layer call when the trace says how many "
+               "it holds; gain = 1 - what-if / baseline.")
     t.add_argument("trace", help="Kineto trace JSON (.json or .json.gz)")
-    t.add_argument("--aux-region", required=True, metavar="NAME", help="record_function range to move to aux")
+    t.add_argument("--aux-region", metavar="NAME", help="record_function range to move to aux")
+    t.add_argument("--aux-module", metavar="PATH",
+                   help="module calls to move to aux: '/'-separated class names matched as a suffix of the "
+                        "module nesting, instance numbers ignored (e.g. DeepseekV2MoE/DeepseekV2MLP: the "
+                        "shared experts, not the dense layers' MLP)")
     t.add_argument("--join-after", metavar="NAME2",
                    help="join on main after the last kernel of the next NAME2 range (default: before the first "
-                        "later kernel outside the annotated ranges)")
+                        "later kernel outside the moved call's siblings)")
+    t.add_argument("--join-after-module", metavar="PATH2",
+                   help="join on main after the last kernel of the next PATH2 module call (e.g. "
+                        "DeepseekV2MoE/FusedMoE: after the routed experts)")
+    t.add_argument("--list-modules", action="store_true",
+                   help="list the module class paths (calls, GPU ops, GPU time) and ranges of the trace, and exit")
     t.add_argument("--launch", choices=("as-traced", "graph"), default="as-traced",
                    help="as-traced: keep the traced host timing; graph: one graph replay of the same kernels")
     t.add_argument("--profile", metavar="P", help="profile name or JSON path (default: the shipped profile "
@@ -50,12 +75,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.kineto.replay import run_whatif
+    from simulator.kineto.replay import list_modules, run_whatif, selectors
     from simulator.outputs import check_outputs, dumps, write_json_atomic
 
+    if args.list_modules:
+        from simulator.kineto.select import render_listing
+
+        listing = list_modules(args.trace, args.profile, args.device, args.thread)
+        print(dumps(listing) if args.json else render_listing(listing))
+        return 0
+    if selectors(args.aux_region, args.aux_module, args.join_after, args.join_after_module)[0] is None:
+        raise InputError("say what to move: --aux-module PATH (module classes, e.g. DeepseekV2MoE/DeepseekV2MLP; "
+                         "--list-modules shows them) or --aux-region NAME (a record_function range)")
     profile_file = args.profile if args.profile is not None and Path(args.profile).is_file() else None
     check_outputs({"--trace-out": args.trace_out}, [args.trace, args.durations_from, profile_file])
-    report = run_whatif(args.trace, args.aux_region, join_after=args.join_after, launch=args.launch,
+    report = run_whatif(args.trace, args.aux_region, join_after=args.join_after, module=args.aux_module,
+                        join_after_module=args.join_after_module, launch=args.launch,
                         profile=args.profile, device=args.device, thread=args.thread,
                         durations_from=args.durations_from, measured_layer_us=args.measured_us)
     if args.trace_out:
@@ -89,7 +124,8 @@ def _print(report: WhatIf, args: argparse.Namespace) -> None:
           + (f"; {d['baseline_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     if d["whatif_us"] is not None:
         print(f"  what-if ({report.region} on aux)  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
-              f"{report.moved} kernels moved in {report.instances} ranges"
+              f"{report.moved} kernels moved in {report.instances} "
+              + ("calls" if report.what is not None and report.what.kind == "module" else "ranges")
               + (f"; {d['whatif_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     print(f"  sources: {d['sources']['durations']}; host: {d['sources']['host']}; added host calls: "
           f"{d['sources']['added_host_calls']}; sharing: {d['sources']['sharing']}")

@@ -68,6 +68,7 @@ class HostTrace:
     gpu_start: float
     streams: list[int]
     warnings: list[str] = field(default_factory=list)
+    graph_ops: int = 0  # GPU ops launched by CUDA-graph replays (no module calls or ranges around them)
 
     @property
     def origin_us(self) -> float:
@@ -111,7 +112,8 @@ def import_trace(trace: Trace, profile: Profile, *, device: int | None = None,
         if op.corr is not None:
             by_corr[op.corr].append(op)
     gap, offset = _fit_timing(gpu_ops, calls, by_corr, profile)
-    ranges = sorted((r for r in trace.ranges if r.tid == thread), key=lambda r: (r.ts, -r.dur))
+    ranges = sorted([*(r for r in trace.ranges if r.tid == thread), *module_ranges(trace, thread)],
+                    key=lambda r: (r.ts, -r.dur))
     cpu_ops = sorted((o for o in trace.cpu_ops if o.tid == thread), key=lambda o: (o.ts, -o.dur))
     items = _host_items(calls, by_corr, trace, offset, gap, warnings)
     launched = {id(item.gpu) for item in items if item.gpu is not None}
@@ -125,9 +127,29 @@ def import_trace(trace: Trace, profile: Profile, *, device: int | None = None,
     attach_demand(items, trace, device, profile)
     start = gpu_ops[0].ts
     end = max(op.ts + op.dur for op in gpu_ops)
+    graph_ops = sum(len(by_corr.get(c.corr, ())) for c in calls if "GraphLaunch" in c.name)
     return HostTrace(items=items, ranges=ranges, device=device, thread=thread, gap_us=gap,
                      measured_us=end - start, gpu_start=start,
-                     streams=sorted({op.stream for op in gpu_ops}), warnings=warnings)
+                     streams=sorted({op.stream for op in gpu_ops}), warnings=warnings, graph_ops=graph_ops)
+
+
+def module_ranges(trace: Trace, thread: int | None) -> list[Range]:
+    """The module calls of ``thread`` as ranges named by their class path (``/``-joined, outermost first):
+    ``nn.Module`` events where the thread has them, else its ``forward`` frames (``file.py(N)``)."""
+    calls = [r for r in trace.modules if r.tid == thread] or [r for r in trace.frames if r.tid == thread]
+    calls.sort(key=lambda r: (r.ts, -r.dur))
+    paths: dict[str, str] = {}
+    stack: list[tuple[float, str]] = []  # (end, path) of the calls enclosing the next one
+    out = []
+    for call in calls:
+        end = call.ts + call.dur
+        while stack and stack[-1][0] < end:
+            stack.pop()
+        path = f"{stack[-1][1]}/{call.name}" if stack else call.name
+        path = paths.setdefault(path, path)
+        stack.append((end, path))
+        out.append(call._replace(name=path))
+    return out
 
 
 def _merge(items: list[Item], extra: list[Item]) -> list[Item]:
@@ -279,8 +301,10 @@ def _key_time(item: Item) -> float:
 
 
 def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]) -> None:
-    """Enclosing ranges (indices, outer first) and innermost/outermost operator of every traced item."""
+    """Enclosing ranges and module calls (indices, outer first) and innermost/outermost operator of every traced
+    item."""
     range_stack: list[int] = []
+    shared: dict[tuple[int, ...], tuple[int, ...]] = {}  # one tuple per distinct nesting
     op_stack: list[CpuOp] = []
     ri = oi = 0
     last_t = float("-inf")
@@ -298,7 +322,8 @@ def _attach_context(items: list[Item], ranges: list[Range], cpu_ops: list[CpuOp]
             op_stack.append(cpu_ops[oi])
             oi += 1
         op_stack = [o for o in op_stack if o.ts + o.dur >= x]
-        item.ranges = tuple(range_stack)
+        key = tuple(range_stack)
+        item.ranges = shared.setdefault(key, key)
         item.region = ranges[range_stack[-1]].name if range_stack else None
         if item.kind == "launch" and op_stack:
             item.cpu = op_stack[-1]

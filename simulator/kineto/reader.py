@@ -27,6 +27,8 @@ MAX_HEADER = 1 << 26  # bytes before the event list the fast path looks through
 MAX_EVENT_RUN = 1 << 28  # a run this long without a cut between events: not a Kineto layout
 _LIST_OPEN = re.compile(rb"\s*:\s*\[")
 _NEXT_EVENT = re.compile(rb"\s*,\s*\{")
+_INSTANCE = re.compile(r"_\d+$")  # the instance number of nn.Module: Class_N
+_FORWARD = re.compile(r"([^/\\]+\.py\(\d+\)): forward$")  # a module's forward frame: file.py(line)
 
 try:  # a faster decoder of the event runs when installed; the standard library's otherwise
     from orjson import loads as _loads
@@ -315,6 +317,8 @@ class _Sink:
         elif cat in _API_CATS:
             trace.host_calls.append(HostCall(name, _int(ev.get("pid"), 0), _tid(ev.get("tid")), ts, dur,
                                              _int(args.get("correlation"), None)))
+        elif cat == "python_function":
+            self._python(name, ev, ts, dur)
         elif cat == "user_annotation":
             trace.ranges.append(Range(name, _int(ev.get("pid"), 0), _tid(ev.get("tid")), ts, dur))
         elif cat in _OP_CATS:
@@ -332,6 +336,20 @@ class _Sink:
             ))
         else:
             self._skip(cat or "<no cat>")
+
+    def _python(self, name: str, ev: dict[str, Any], ts: float, dur: float) -> None:
+        """Keep module calls (``nn.Module: Class_N`` as ``Class``) and ``forward`` frames (``file.py(N)``) of
+        ``with_stack``; every other Python event is dropped."""
+        if name.startswith("nn.Module: "):
+            self.trace.modules.append(Range(self._s(_INSTANCE.sub("", name[11:])), _int(ev.get("pid"), 0),
+                                            _tid(ev.get("tid")), ts, dur, "module"))
+            return
+        frame = _FORWARD.search(name)
+        if frame is not None:
+            self.trace.frames.append(Range(self._s(frame.group(1)), _int(ev.get("pid"), 0), _tid(ev.get("tid")),
+                                           ts, dur, "module"))
+            return
+        self._skip("python_function")
 
     def _gpu(self, kind: str, name: str, ev: dict[str, Any], args: dict[str, Any], ts: float,
              dur: float) -> None:

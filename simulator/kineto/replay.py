@@ -15,10 +15,12 @@ from tqdm import tqdm
 
 from simulator.engine import simulate
 from simulator.errors import InputError
+from simulator.ir import gc_paused
 from simulator.kineto.events import Trace
 from simulator.kineto.overlay import overlay_durations
 from simulator.kineto.program import HostTrace, LaunchMode, attach_demand, compile_program, import_trace
 from simulator.kineto.reader import read_trace
+from simulator.kineto.select import Selector, listing
 from simulator.kineto.whatif import move_region
 from simulator.profile import Profile, available_profiles, load_profile
 from simulator.result import SimResult
@@ -32,7 +34,7 @@ class WhatIf:
     host: HostTrace
     profile: Profile
     launch: LaunchMode
-    region: str | None
+    what: Selector | None
     instances: int = 0
     moved: int = 0
     notes: list[str] = field(default_factory=list)
@@ -41,6 +43,11 @@ class WhatIf:
     layers: int = 1
     host_scale: float = 1.0
     measured_layer_us: float | None = None
+
+    @property
+    def region(self) -> str | None:
+        """What was moved, as given (a range name or a module path)."""
+        return self.what.text if self.what is not None else None
 
     @property
     def baseline_layer_us(self) -> float:
@@ -76,7 +83,8 @@ class WhatIf:
             "baseline_error": round(self.baseline_us / self.host.measured_us - 1.0, 5)
             if self.host.measured_us > 0 else None,
             "launch": self.launch,
-            "aux_region": self.region,
+            "aux_region": self.what.text if self.what is not None and self.what.kind == "range" else None,
+            "aux_module": self.what.text if self.what is not None and self.what.kind == "module" else None,
             "region_instances": self.instances,
             "moved_kernels": self.moved,
             "device": self.host.device,
@@ -137,25 +145,69 @@ def profile_for(trace: Trace, name: str | None) -> Profile:
     return matches[0]
 
 
-def run_whatif(path: str | Path, region: str | None, *, join_after: str | None = None,
-               launch: LaunchMode = "as-traced", profile: str | None = None, device: int | None = None,
-               thread: int | None = None, durations_from: str | Path | None = None, host_scale: float = 1.0,
-               measured_layer_us: float | None = None, progress: bool = True) -> WhatIf:
-    """Import ``path``, replay it under ``launch`` and, when ``region`` is given, its aux-stream what-if.
-    ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph run) whose kernel durations
-    replace the traced ones; ``host_scale`` multiplies the traced host time between submissions, or
-    (``measured_layer_us``, as-traced only) is fitted so that the baseline replay lasts that long per layer
-    (:func:`fit_host_scale`: a profiler slows the host, not the kernels). The trace is replayed whole;
-    ``WhatIf.layers`` is its ``moesim_layers_per_trace`` (per-layer figures divide by it)."""
+def selectors(region: str | None, module: str | None, join_after: str | None,
+              join_after_module: str | None) -> tuple[Selector | None, Selector | None]:
+    """(what to move, what to join after) from the options; giving one kind twice is an ``InputError``."""
+    if region is not None and module is not None:
+        raise InputError("give one of --aux-region (a record_function range) and --aux-module (a module path)")
+    if join_after is not None and join_after_module is not None:
+        raise InputError("give one of --join-after and --join-after-module")
+    what = Selector("range", region) if region is not None else \
+        Selector("module", module) if module is not None else None
+    join = Selector("range", join_after, True) if join_after is not None else \
+        Selector("module", join_after_module, True) if join_after_module is not None else None
+    if join is not None and what is None:
+        raise InputError(f"{join.option} needs --aux-region or --aux-module")
+    return what, join
+
+
+def list_modules(path: str | Path, profile: str | None = None, device: int | None = None,
+                 thread: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """``--list-modules``: the module tree and ranges of the replayed thread (:func:`select.listing`)."""
+    with gc_paused():
+        return listing(load_host(path, profile, device, thread, progress)[2])
+
+
+def load_host(path: str | Path, profile: str | None = None, device: int | None = None, thread: int | None = None,
+              progress: bool = True) -> tuple[Trace, Profile, HostTrace]:
+    """Read and import ``path`` (the profile named, else the one matching the traced GPU)."""
+    trace = read_trace(path, progress=progress)
+    prof = profile_for(trace, profile)
+    return trace, prof, import_trace(trace, prof, device=device, thread=thread)
+
+
+def run_whatif(path: str | Path, region: str | None, *, join_after: str | None = None, module: str | None = None,
+               join_after_module: str | None = None, launch: LaunchMode = "as-traced", profile: str | None = None,
+               device: int | None = None, thread: int | None = None, durations_from: str | Path | None = None,
+               host_scale: float = 1.0, measured_layer_us: float | None = None, progress: bool = True) -> WhatIf:
+    """Import ``path``, replay it under ``launch`` and, when ``region`` (a ``record_function`` range) or
+    ``module`` (a module class path, :mod:`simulator.kineto.select`) is given, its aux-stream what-if (see
+    :func:`_run_whatif`). Python's cyclic collector is paused throughout: the records are acyclic, and its
+    passes over a heap of millions of them would make the time grow faster than the trace."""
+    with gc_paused():
+        return _run_whatif(path, region, join_after=join_after, module=module, join_after_module=join_after_module,
+                           launch=launch, profile=profile, device=device, thread=thread,
+                           durations_from=durations_from, host_scale=host_scale,
+                           measured_layer_us=measured_layer_us, progress=progress)
+
+
+def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None, module: str | None,
+                join_after_module: str | None, launch: LaunchMode, profile: str | None, device: int | None,
+                thread: int | None, durations_from: str | Path | None, host_scale: float,
+                measured_layer_us: float | None, progress: bool) -> WhatIf:
+    """:func:`run_whatif`'s work. ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph
+    run) whose kernel durations replace the traced ones; ``host_scale`` multiplies the traced host time between
+    submissions, or (``measured_layer_us``, as-traced only) is fitted so that the baseline replay lasts that
+    long per layer (:func:`fit_host_scale`: a profiler slows the host, not the kernels). The trace is replayed
+    whole; ``WhatIf.layers`` is its ``moesim_layers_per_trace`` (per-layer figures divide by it)."""
     if host_scale <= 0:
         raise InputError(f"host scale must be positive, got {host_scale}")
     if measured_layer_us is not None and (launch != "as-traced" or not measured_layer_us > 0):
         raise InputError("a measured time to fit the host to needs --launch as-traced and a positive number of "
                          f"µs, got {measured_layer_us} with --launch {launch}")
-    trace = read_trace(path, progress=progress)
+    what, join = selectors(region, module, join_after, join_after_module)
+    trace, prof, host = load_host(path, profile, device, thread, progress)
     layers = layers_per_trace(trace)
-    prof = profile_for(trace, profile)
-    host = import_trace(trace, prof, device=device, thread=thread)
     notes = []
     durations = "kernel durations as traced"
     traced_gap = None
@@ -165,6 +217,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
     del trace
+    move = move_region(host, what, prof, launch, join) if what is not None else None
     sharing = prof.sharing_model()
     if measured_layer_us is not None:
         host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
@@ -175,16 +228,15 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
         if host_scale != 1.0 and launch == "as-traced":
             notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
         baseline = replay_baseline(host, prof, launch, host_scale, sharing)
-    report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, region=region,
+    report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, what=what,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
                     host_scale=host_scale, measured_layer_us=measured_layer_us)
     if measured_layer_us is not None and report.baseline_layer_us > measured_layer_us * (1 + 1e-6):
         notes.append(f"the traced kernels alone last longer than the measured {measured_layer_us:.3f} µs per "
                      f"layer (baseline {report.baseline_layer_us:.3f} µs with almost no host time left): they "
                      "ran slower in the trace than in the measured run")
-    if region is not None:
-        move = move_region(host, region, prof, launch, join_after)
-        program = compile_program(host, move.items, prof, launch, name=f"whatif:{region}", host_scale=host_scale)
+    if what is not None and move is not None:
+        program = compile_program(host, move.items, prof, launch, name=f"whatif:{what.text}", host_scale=host_scale)
         report.whatif = simulate(program, sharing)
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes

@@ -1,20 +1,24 @@
-"""Move the kernels launched inside every ``record_function(NAME)`` range to an aux stream.
+"""Move the kernels launched inside every selected range (a ``record_function(NAME)`` range or a module call, see
+:mod:`simulator.kineto.select`) to an aux stream.
 
-Per range instance: at its first item the host records a fork event on the main stream, makes the aux stream
+Per selected instance: at its first item the host records a fork event on the main stream, makes the aux stream
 wait on it and switches to aux; the range's kernels go to aux in their traced host order; after its last
 kernel the host records a join event on aux and switches back. Main waits on the join event after the last
-kernel of the next ``join_after`` range, else before the first later kernel launched outside every range that
-does not enclose NAME (the combine step), or earlier, before a kernel whose operator takes a tensor of the
-region's (distinctive) output shape. Added host calls cost the profile's eager figures; nothing in graph mode.
+kernel of the next ``join_after`` range or call, else before the first later kernel launched outside every range
+that does not enclose the selected one (the combine step), or earlier, before a kernel whose operator takes a
+tensor of the region's (distinctive) output shape. Added host calls cost the profile's eager figures; nothing in
+graph mode.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field, replace
 
 from simulator.errors import InputError
 from simulator.kineto.events import CpuOp
 from simulator.kineto.program import HostTrace, Item, LaunchMode
+from simulator.kineto.select import Selector, select
 from simulator.profile import Profile
 
 AUX = "aux"
@@ -30,34 +34,32 @@ class Move:
     notes: list[str] = field(default_factory=list)
 
 
-def region_names(host: HostTrace) -> list[str]:
-    return sorted({r.name for r in host.ranges})
-
-
-def move_region(host: HostTrace, name: str, profile: Profile, launch: LaunchMode,
-                join_after: str | None = None) -> Move:
-    """The what-if program items: every ``name`` range's kernels on ``aux``, with fork and join events."""
-    instances = [i for i, r in enumerate(host.ranges) if r.name == name]
-    if not instances:
-        raise InputError(f"no record_function range named {name!r} on the replayed thread; ranges: "
-                         f"{', '.join(region_names(host)) or 'none'}")
-    if join_after is not None and not any(r.name == join_after for r in host.ranges):
-        raise InputError(f"no record_function range named {join_after!r} (--join-after); ranges: "
-                         f"{', '.join(region_names(host))}")
+def move_region(host: HostTrace, what: Selector, profile: Profile, launch: LaunchMode,
+                join_after: Selector | None = None) -> Move:
+    """The what-if program items: the kernels of every range ``what`` selects on ``aux``, with fork and join
+    events. Linear in the items: each range's kernels are collected in one pass, and the search for a join
+    point stops at the next instance's first kernel."""
+    instances = select(host, what)
+    joins = select(host, join_after) if join_after is not None else []
     eager = launch != "graph"
     fig = profile.host
     cost = {"record": fig.record_us.value if eager else 0.0, "wait": fig.wait_us.value if eager else 0.0,
             "set_stream": fig.set_stream_us.value if eager else 0.0}
     items = host.items
+    members = _members(items, {*instances, *joins})
     before: dict[int, list[Item]] = {}
     restream: dict[int, str] = {}
     result = Move(items=[])
+    firsts = [members[i][0] for i in instances if members.get(i)]
+    joined = 0  # joins[joined:] start after the instance being placed
     for k, index in enumerate(instances):
-        members = [n for n, it in enumerate(items) if it.kind == "launch" and index in it.ranges]
-        if not members:
-            result.notes.append(f"range {name!r} #{k} launched no GPU work; left as is")
+        mine = members.get(index)
+        if not mine:
+            result.notes.append(f"{what.text!r} #{k} launched no GPU work; left as is")
             continue
-        first, last = members[0], members[-1]
+        first, last = mine[0], mine[-1]
+        after = bisect_right(firsts, last)
+        bound = firsts[after] if after < len(firsts) else len(items)  # the next instance's first kernel
         main = items[first].stream
         fork, join = f"fork{k}", f"join{k}"
         before.setdefault(first, []).extend([
@@ -65,22 +67,26 @@ def move_region(host: HostTrace, name: str, profile: Profile, launch: LaunchMode
             Item("wait", AUX, cost=cost["wait"], event=fork),
             Item("set_stream", AUX, cost=cost["set_stream"]),
         ])
-        for n in members:
+        for n in mine:
             if items[n].stream == main:
                 restream[n] = AUX
         before.setdefault(last + 1, []).extend([
             Item("record", AUX, cost=cost["record"], event=join),
             Item("set_stream", main, cost=cost["set_stream"]),
         ])
-        at, why = _join_point(host, index, last, join_after)
-        consumer = _early_consumer(host, index, members, last, at)
+        if join_after is not None:
+            joined, at = _join_after(host, index, last, joins, joined, members, join_after)
+            why = None
+        else:
+            at, why = _join_point(host, index, first, last, bound)
+        consumer = _early_consumer(host, index, mine, last, at)
         if consumer is not None:
             at, why = consumer
         if why:
-            result.notes.append(f"range {name!r} #{k}: {why}")
+            result.notes.append(f"{what.text!r} #{k}: {why}")
         before.setdefault(at, []).append(Item("wait", main, cost=cost["wait"], event=join))
         result.instances += 1
-        result.moved += sum(1 for n in members if n in restream)
+        result.moved += sum(1 for n in mine if n in restream)
     out: list[Item] = []
     for n, item in enumerate(items):
         out.extend(before.get(n, ()))
@@ -90,24 +96,46 @@ def move_region(host: HostTrace, name: str, profile: Profile, launch: LaunchMode
     return result
 
 
-def _join_point(host: HostTrace, index: int, last: int, join_after: str | None) -> tuple[int, str | None]:
-    """Item index main waits before, and a note when it is not the default combine point."""
+def _members(items: list[Item], wanted: set[int]) -> dict[int, list[int]]:
+    """For each range in ``wanted``: the indices of the items that launch GPU work inside it, in order."""
+    out: dict[int, list[int]] = {}
+    for n, item in enumerate(items):
+        if item.kind == "launch":
+            for j in item.ranges:
+                if j in wanted:
+                    out.setdefault(j, []).append(n)
+    return out
+
+
+def _join_after(host: HostTrace, index: int, last: int, joins: list[int], start: int,
+                members: dict[int, list[int]], sel: Selector) -> tuple[int, int]:
+    """(where the next search starts in ``joins``, the item index main waits before): after the last kernel of
+    the first ``sel`` range that starts after the region and launches GPU work after its last kernel."""
+    region = host.ranges[index]
+    while start < len(joins) and host.ranges[joins[start]].ts < region.ts + region.dur:
+        start += 1
+    for j in joins[start:]:
+        inside = [n for n in members.get(j, ()) if n > last]
+        if inside:
+            return start, inside[-1] + 1
+    raise InputError(f"no {sel.text!r} with GPU work follows the {region.name!r} call at {region.ts:.3f} µs "
+                     f"({sel.option})")
+
+
+def _join_point(host: HostTrace, index: int, first: int, last: int, bound: int) -> tuple[int, str | None]:
+    """Item index main waits before (the first later kernel outside every range that does not enclose the
+    region, looked for up to ``bound``), and a note when it is not that default."""
     items = host.items
     ranges = host.ranges
     region = ranges[index]
-    if join_after is not None:
-        later = [j for j, r in enumerate(ranges) if r.name == join_after and r.ts >= region.end]
-        for j in later:
-            inside = [n for n, it in enumerate(items) if it.kind == "launch" and j in it.ranges and n > last]
-            if inside:
-                return inside[-1] + 1, None
-        raise InputError(f"no range {join_after!r} with GPU work follows the {region.name!r} range at "
-                         f"{region.ts:.3f} µs (--join-after)")
-    ancestors = {j for j, r in enumerate(ranges) if r.ts <= region.ts and r.end >= region.end and j != index}
-    for n in range(last + 1, len(items)):
+    ancestors = {j for j in items[first].ranges
+                 if j != index and ranges[j].ts <= region.ts and ranges[j].end >= region.end}
+    for n in range(last + 1, bound):
         item = items[n]
-        if item.kind == "launch" and set(item.ranges) <= ancestors:
+        if item.kind == "launch" and ancestors.issuperset(item.ranges):
             return n, None
+    if bound < len(items):
+        return bound, "no kernel outside the annotated ranges before the next instance; joined before it"
     return len(items), "no later kernel outside the annotated ranges; joined at the end of the trace"
 
 
