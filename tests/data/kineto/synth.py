@@ -97,6 +97,19 @@ class Synth:
         ev["dur"] = self.now - start
 
     @contextmanager
+    def module(self, cls: str):
+        """An ``nn.Module: Class_N`` python_function event around what runs inside (as ``with_stack`` writes)."""
+        self._instances = getattr(self, "_instances", {})
+        n = self._instances[cls] = self._instances.get(cls, -1) + 1
+        start = self.now
+        ev = {"ph": "X", "cat": "python_function", "name": f"nn.Module: {cls}_{n}", "pid": PID, "tid": TID,
+              "ts": start, "dur": 0, "args": {"Python parent id": 0, "Python id": len(self.events),
+                                              "Python module id": n}}
+        self.events.append(ev)
+        yield ev
+        ev["dur"] = self.now - start
+
+    @contextmanager
     def op(self, name: str, dims: list[list[int]], types: list[str] | None = None):
         start = self.now
         ev = {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": TID, "ts": start, "dur": 0,
@@ -166,3 +179,34 @@ def write_large_trace(path: str, kernels: int, padding_per_kernel: int = 0) -> i
             out.write(("," if i else "") + ",".join(map(dump, events)))
         out.write('],"traceName":"large synthetic","displayTimeUnit":"ms"}')
         return out.tell()
+
+
+KERNEL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::silu", "aten::mul", "aten::add", "aten::add_",
+              "aten::_fused_rms_norm", "aten::rms_norm", "aten::topk", "aten::softmax", "aten::_softmax",
+              "aten::sort", "aten::index_select", "aten::index_add_", "aten::scatter_add_", "aten::cumsum",
+              "aten::copy_", "aten::zeros", "aten::fill_", "aten::div")
+
+
+def with_kernels(doc: dict[str, Any], kernel_us: float = 10.0) -> dict[str, Any]:
+    """A CPU-profiled trace made GPU-shaped: inside every operator of ``KERNEL_OPS`` (the innermost one where
+    they nest) a 1 µs ``cudaLaunchKernel`` at the operator's start and a ``kernel_us`` kernel on stream 7 named
+    after the operator, started 3 µs after its launch or 1 µs after the previous kernel. The module events and
+    the host timeline are the profiler's own."""
+    ops = sorted((e for e in doc["traceEvents"] if e.get("cat") == "cpu_op" and e.get("name") in KERNEL_OPS),
+                 key=lambda e: (e["ts"], -e["dur"]))
+    leaves = [op for n, op in enumerate(ops)
+              if not (n + 1 < len(ops) and ops[n + 1]["ts"] < op["ts"] + op["dur"])]
+    pid, tid = leaves[0]["pid"], leaves[0]["tid"]
+    events = list(doc["traceEvents"])
+    end = float("-inf")
+    for n, op in enumerate(leaves):
+        corr = 10_000 + n
+        start = max(op["ts"] + LATENCY, end + GAP)
+        end = start + kernel_us
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
+                       "ts": op["ts"], "dur": 1.0, "args": {"correlation": corr}})
+        events.append({"ph": "X", "cat": "kernel", "name": op["name"].split("::")[-1] + "_kernel", "pid": DEV,
+                       "tid": 7, "ts": start, "dur": kernel_us,
+                       "args": {"device": DEV, "stream": 7, "correlation": corr, "grid": [8, 1, 1],
+                                "block": [128, 1, 1], "registers per thread": 32, "shared memory": 0}})
+    return {**doc, "deviceProperties": [H200], "traceEvents": events}
