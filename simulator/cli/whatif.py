@@ -52,6 +52,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--join-after-module", metavar="PATH2",
                    help="join on main after the last kernel of the next PATH2 module call (e.g. "
                         "DeepseekV2MoE/FusedMoE: after the routed experts)")
+    t.add_argument("--serialize-aux", action="store_true",
+                   help="the reverse question, for a multi-stream trace: every stream's GPU work on the main "
+                        "stream in host order (what switching the overlap off would give)")
     t.add_argument("--list-modules", action="store_true",
                    help="list the module class paths (calls, GPU ops, GPU time) and ranges of the trace, and exit")
     t.add_argument("--launch", choices=("as-traced", "graph"), default="as-traced",
@@ -84,15 +87,18 @@ def run(args: argparse.Namespace) -> int:
         listing = list_modules(args.trace, args.profile, args.device, args.thread)
         print(dumps(listing) if args.json else render_listing(listing))
         return 0
-    if selectors(args.aux_region, args.aux_module, args.join_after, args.join_after_module)[0] is None:
+    what = selectors(args.aux_region, args.aux_module, args.join_after, args.join_after_module)[0]
+    if what is None and not args.serialize_aux:
         raise InputError("say what to move: --aux-module PATH (module classes, e.g. DeepseekV2MoE/DeepseekV2MLP; "
-                         "--list-modules shows them) or --aux-region NAME (a record_function range)")
+                         "--list-modules shows them), --aux-region NAME (a record_function range) or "
+                         "--serialize-aux (the reverse)")
     profile_file = args.profile if args.profile is not None and Path(args.profile).is_file() else None
     check_outputs({"--trace-out": args.trace_out}, [args.trace, args.durations_from, profile_file])
     report = run_whatif(args.trace, args.aux_region, join_after=args.join_after, module=args.aux_module,
                         join_after_module=args.join_after_module, launch=args.launch,
                         profile=args.profile, device=args.device, thread=args.thread,
-                        durations_from=args.durations_from, measured_layer_us=args.measured_us)
+                        durations_from=args.durations_from, measured_layer_us=args.measured_us,
+                        serialize_aux=args.serialize_aux)
     if args.trace_out:
         write_json_atomic(args.trace_out, _timeline(report))
     if args.json:
@@ -123,9 +129,11 @@ def _print(report: WhatIf, args: argparse.Namespace) -> None:
     print(f"  baseline replay             {d['baseline_us']:12.3f} µs  ({d['baseline_error']:+.2%} vs measured"
           + (f"; {d['baseline_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     if d["whatif_us"] is not None:
-        print(f"  what-if ({report.region} on aux)  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
+        label = report.region if report.serialized else f"{report.region} on aux"
+        print(f"  what-if ({label})  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
               f"{report.moved} kernels moved in {report.instances} "
-              + ("calls" if report.what is not None and report.what.kind == "module" else "ranges")
+              + ("calls" if report.what is not None and report.what.kind == "module" else
+                 "streams" if report.serialized else "ranges")
               + (f"; {d['whatif_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     print(f"  sources: {d['sources']['durations']}; host: {d['sources']['host']}; added host calls: "
           f"{d['sources']['added_host_calls']}; sharing: {d['sources']['sharing']}")

@@ -38,14 +38,22 @@ def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[s
     copies = len(ops) // n
     order = sorted(range(len(launches)), key=lambda k: _gpu(launches[k]).ts)
     kernels = {_gpu(item).name for item in launches if _gpu(item).kind == "kernel"}
-    for pos, k in enumerate(order):
-        mine = _gpu(launches[k])
-        same = ops[pos % n::n]
-        for op in same:
-            if _mismatch(mine, op, kernels):
-                raise InputError(f"{other.source}: GPU op #{pos} is {op.name!r}, the replayed trace has "
-                                 f"{mine.name!r} there; kernel sequences differ")
-        launches[k].gpu = mine._replace(dur=statistics.fmean(op.dur for op in same))
+    mapped = "mapped by position"
+    try:
+        for pos, k in enumerate(order):
+            mine = _gpu(launches[k])
+            same = ops[pos % n::n]
+            for op in same:
+                if _mismatch(mine, op, kernels):
+                    raise InputError(f"{other.source}: GPU op #{pos} is {op.name!r}, the replayed trace has "
+                                     f"{mine.name!r} there; kernel sequences differ")
+            launches[k].gpu = mine._replace(dur=statistics.fmean(op.dur for op in same))
+    except InputError:
+        if len({_gpu(item).stream for item in launches}) < 2:
+            raise
+        _by_occurrence(launches, order, ops, n, kernels, other.source)
+        mapped = ("mapped by name and occurrence within the layer: streams ran in another order than in the "
+                  "replayed trace")
     gaps = []
     end: dict[int, float] = {}
     for op in ops:
@@ -53,8 +61,35 @@ def overlay_durations(host: HostTrace, other: Trace, layers: int = 1) -> tuple[s
             gaps.append(op.ts - end[op.stream])
         end[op.stream] = max(end.get(op.stream, op.ts), op.ts + op.dur)
     gap = max(0.0, statistics.median(gaps)) if gaps else 0.0
-    return (f"kernel durations from {other.source} ({copies} replayed copies of the {n} GPU ops, mapped by "
-            "position)"), gap
+    return (f"kernel durations from {other.source} ({copies} replayed copies of the {n} GPU ops, {mapped})"), gap
+
+
+def _by_occurrence(launches: list[Item], order: list[int], ops: list[GpuOp], n: int, kernels: set[str],
+                   source: str) -> None:
+    """Multi-stream traces: the ``j``-th kernel named X of a layer takes the mean duration of the ``j``-th ones
+    of that name in the other trace's copies (copies, and kernels the replayed trace lacks, likewise as one
+    kind); refused unless every layer holds the same kernels."""
+    def keys(names: list[str]) -> list[tuple[str, int]]:
+        seen: dict[str, int] = {}
+        out = []
+        for pos, name in enumerate(names):
+            if pos % n == 0:
+                seen.clear()
+            seen[name] = seen.get(name, -1) + 1
+            out.append((name, seen[name]))
+        return out
+
+    copy = "<copy>"
+    theirs = keys([op.name if op.kind == "kernel" and op.name in kernels else copy for op in ops])
+    durations: dict[tuple[str, int], list[float]] = {}
+    for key, op in zip(theirs, ops, strict=True):
+        durations.setdefault(key, []).append(op.dur)
+    mine = keys([_gpu(launches[k]).name if _gpu(launches[k]).kind == "kernel" else copy for k in order])
+    for key, k in zip(mine, order, strict=True):
+        if key not in durations:
+            raise InputError(f"{source}: the replayed trace has {key[0]!r} {key[1] + 1} time(s) per layer, the "
+                             "durations trace fewer; kernel sets differ")
+        launches[k].gpu = _gpu(launches[k])._replace(dur=statistics.fmean(durations[key]))
 
 
 def _mismatch(mine: GpuOp, op: GpuOp, kernels: set[str]) -> bool:

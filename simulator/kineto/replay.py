@@ -22,6 +22,7 @@ from simulator.kineto.program import HostTrace, LaunchMode, attach_demand, compi
 from simulator.kineto.reader import read_trace
 from simulator.kineto.select import Selector, listing
 from simulator.kineto.whatif import move_region
+from simulator.kineto.whatif import serialize_aux as serialize_aux_streams
 from simulator.profile import Profile, available_profiles, load_profile
 from simulator.result import SimResult
 from simulator.sharing import SharingModel
@@ -43,10 +44,13 @@ class WhatIf:
     layers: int = 1
     host_scale: float = 1.0
     measured_layer_us: float | None = None
+    serialized: bool = False
 
     @property
     def region(self) -> str | None:
-        """What was moved, as given (a range name or a module path)."""
+        """What was moved, as given (a range name or a module path), or that the aux streams were serialized."""
+        if self.serialized:
+            return "aux streams serialized"
         return self.what.text if self.what is not None else None
 
     @property
@@ -85,6 +89,7 @@ class WhatIf:
             "launch": self.launch,
             "aux_region": self.what.text if self.what is not None and self.what.kind == "range" else None,
             "aux_module": self.what.text if self.what is not None and self.what.kind == "module" else None,
+            "serialize_aux": self.serialized,
             "region_instances": self.instances,
             "moved_kernels": self.moved,
             "device": self.host.device,
@@ -179,22 +184,24 @@ def load_host(path: str | Path, profile: str | None = None, device: int | None =
 def run_whatif(path: str | Path, region: str | None, *, join_after: str | None = None, module: str | None = None,
                join_after_module: str | None = None, launch: LaunchMode = "as-traced", profile: str | None = None,
                device: int | None = None, thread: int | None = None, durations_from: str | Path | None = None,
-               host_scale: float = 1.0, measured_layer_us: float | None = None, progress: bool = True) -> WhatIf:
+               host_scale: float = 1.0, measured_layer_us: float | None = None, serialize_aux: bool = False,
+               progress: bool = True) -> WhatIf:
     """Import ``path``, replay it under ``launch`` and, when ``region`` (a ``record_function`` range) or
-    ``module`` (a module class path, :mod:`simulator.kineto.select`) is given, its aux-stream what-if (see
-    :func:`_run_whatif`). Python's cyclic collector is paused throughout: the records are acyclic, and its
-    passes over a heap of millions of them would make the time grow faster than the trace."""
+    ``module`` (a module class path, :mod:`simulator.kineto.select`) is given, its aux-stream what-if, or with
+    ``serialize_aux`` the reverse (every stream's work on the main stream; see :func:`_run_whatif`). Python's
+    cyclic collector is paused throughout: the records are acyclic, and its passes over a heap of millions of
+    them would make the time grow faster than the trace."""
     with gc_paused():
         return _run_whatif(path, region, join_after=join_after, module=module, join_after_module=join_after_module,
                            launch=launch, profile=profile, device=device, thread=thread,
                            durations_from=durations_from, host_scale=host_scale,
-                           measured_layer_us=measured_layer_us, progress=progress)
+                           measured_layer_us=measured_layer_us, serialize_aux=serialize_aux, progress=progress)
 
 
 def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None, module: str | None,
                 join_after_module: str | None, launch: LaunchMode, profile: str | None, device: int | None,
                 thread: int | None, durations_from: str | Path | None, host_scale: float,
-                measured_layer_us: float | None, progress: bool) -> WhatIf:
+                measured_layer_us: float | None, serialize_aux: bool, progress: bool) -> WhatIf:
     """:func:`run_whatif`'s work. ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph
     run) whose kernel durations replace the traced ones; ``host_scale`` multiplies the traced host time between
     submissions, or (``measured_layer_us``, as-traced only) is fitted so that the baseline replay lasts that
@@ -206,6 +213,8 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         raise InputError("a measured time to fit the host to needs --launch as-traced and a positive number of "
                          f"µs, got {measured_layer_us} with --launch {launch}")
     what, join = selectors(region, module, join_after, join_after_module)
+    if serialize_aux and what is not None:
+        raise InputError(f"--serialize-aux asks the reverse question: give it without {what.option}")
     trace, prof, host = load_host(path, profile, device, thread, progress)
     layers = layers_per_trace(trace)
     notes = []
@@ -217,7 +226,8 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
     del trace
-    move = move_region(host, what, prof, launch, join) if what is not None else None
+    move = serialize_aux_streams(host) if serialize_aux else \
+        move_region(host, what, prof, launch, join) if what is not None else None
     sharing = prof.sharing_model()
     if measured_layer_us is not None:
         host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
@@ -230,13 +240,14 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         baseline = replay_baseline(host, prof, launch, host_scale, sharing)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, what=what,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
-                    host_scale=host_scale, measured_layer_us=measured_layer_us)
+                    host_scale=host_scale, measured_layer_us=measured_layer_us, serialized=serialize_aux)
     if measured_layer_us is not None and report.baseline_layer_us > measured_layer_us * (1 + 1e-6):
         notes.append(f"the traced kernels alone last longer than the measured {measured_layer_us:.3f} µs per "
                      f"layer (baseline {report.baseline_layer_us:.3f} µs with almost no host time left): they "
                      "ran slower in the trace than in the measured run")
-    if what is not None and move is not None:
-        program = compile_program(host, move.items, prof, launch, name=f"whatif:{what.text}", host_scale=host_scale)
+    if move is not None:
+        program = compile_program(host, move.items, prof, launch, name=f"whatif:{report.region}",
+                                  host_scale=host_scale)
         report.whatif = simulate(program, sharing)
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes

@@ -13,6 +13,7 @@ graph mode.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from simulator.errors import InputError
@@ -175,3 +176,32 @@ def _output_shape(op: CpuOp) -> tuple[int, ...] | None:
     if base in ("addmm",):
         return (dims[1][0], dims[2][-1]) if len(dims) >= 3 and len(dims[1]) == 2 and len(dims[2]) == 2 else None
     return dims[0]
+
+
+def serialize_aux(host: HostTrace) -> Move:
+    """The reverse what-if: every GPU op of the trace on its main stream (the one with the most), in traced host
+    order, without the cross-stream event records and waits (on one stream they order nothing). Ops that
+    overlapped another stream in the trace keep their traced durations, which include that contention: the
+    serialized time is high by their slowdown."""
+    launches = [item for item in host.items if item.kind == "launch"]
+    counts = Counter(item.stream for item in launches)
+    if len(counts) < 2:
+        raise InputError(f"--serialize-aux: the trace's GPU work is on one stream ({', '.join(map(str, counts))}): "
+                         "nothing to serialize")
+    main = counts.most_common(1)[0][0]
+    out: list[Item] = []
+    moved = 0
+    for item in host.items:
+        if item.kind in ("record", "wait", "set_stream"):
+            continue
+        if item.kind == "launch":
+            moved += item.stream != main
+            item = replace(item, stream=main, contended=False, blocked_us=0.0)
+        out.append(item)
+    note = (f"{moved} GPU ops of streams {', '.join(str(s) for s in counts if s != main)} moved onto stream "
+            f"{main} in host order; event records and waits dropped")
+    contended = sum(1 for item in launches if item.contended)
+    if contended:
+        note += (f"; {contended} ops overlapped another stream in the trace and keep their traced (slowed) "
+                 "durations: the serialized time is high by that slowdown")
+    return Move(items=out, instances=len(counts) - 1, moved=moved, notes=[note])
