@@ -28,8 +28,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 import decode_step_tables as dst  # noqa: E402
 import whatif_accuracy as wa  # noqa: E402
 
-BLOCK = re.compile(r"<!-- BEGIN GENERATED: (?P<id>[\w.-]+) \((?P<cmd>[^\n]*)\) -->\n(?P<body>.*?)<!-- END GENERATED -->",
-                   re.S)
+BLOCK = re.compile(r"<!-- BEGIN GENERATED: (?P<id>[\w.-]+) \((?P<cmd>[^\n]*)\) -->\n"
+                   r"(?P<body>.*?)<!-- END GENERATED -->", re.S)
 VALIDATION, DECODE, WHATIF = "calibration/VALIDATION.md", "docs/validation.md", "docs/whatif_accuracy.md"
 MEASUREMENTS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-02"
 SELF = "python benchmarks/regen_docs.py --print "
