@@ -165,3 +165,21 @@ def test_profiled_serving_stack_selects_shared_experts_not_dense_mlp(tmp_path: P
     dense = _kernels_inside(doc, ["nn.Module: DeepseekV2MLP_0"])
     every = run_whatif(path, None, module="DeepseekV2MLP", profile=PROFILE, progress=False)
     assert dense > 0 and (every.instances, every.moved) == (3, shared + dense)
+
+
+def test_forward_frames_stand_in_for_module_events(tmp_path: Path) -> None:
+    """A trace whose with_stack events name only the forward frames (``.../deepseek_v2.py(NNN): forward``): each
+    frame is a nesting level named ``file.py(line)``."""
+    s = Synth()
+    _stack(s)
+    lines = {"DeepseekV2DecoderLayer": 600, "DeepseekV2MoE": 300, "DeepseekV2MLP": 100, "ReplicatedLinear": 50,
+             "FusedMoE": 70}
+    for ev in s.events:
+        if ev["name"].startswith("nn.Module: "):
+            cls = ev["name"][11:].rsplit("_", 1)[0]
+            ev["name"] = f"vllm/model_executor/models/deepseek_v2.py({lines[cls]}): forward"
+    path = _write(tmp_path, s)
+    report = run_whatif(path, None, module="deepseek_v2.py(300)/deepseek_v2.py(100)", profile=PROFILE,
+                        progress=False)
+    assert (report.instances, report.moved) == (1, 2)
+    assert report.whatif_us == pytest.approx(140.0)  # the same move as by class path (hand timeline above)
