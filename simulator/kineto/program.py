@@ -14,6 +14,7 @@ point is the call start plus the median idle-stream launch latency minus ``gap``
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -341,6 +342,7 @@ def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile
             busy[id(item.cpu)] += item.gpu.dur
     dev = trace.devices.get(device)
     contended = overlapped_ops([item.gpu for item in items if item.gpu is not None])
+    shared: dict[Demand, Demand] = {}  # one record per distinct demand
     for item in items:
         if item.gpu is not None:
             cpu_busy = busy[id(item.cpu)] if item.cpu is not None else 0.0
@@ -348,7 +350,7 @@ def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile
             item.contended = id(item.gpu) in contended
             if item.contended:
                 demand = demand._replace(sm=0.0, bw=0.0, tc=0.0)
-            item.demand = demand
+            item.demand = shared.setdefault(demand, demand)
 
 
 def overlapped_ops(ops: list[GpuOp]) -> set[int]:
@@ -402,19 +404,30 @@ def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch
     return Program(name=name, streams=streams, host=costs, ops=tuple(ops))
 
 
+_SET = {cls: frozenset(cls.model_fields) - {"op"} for cls in (Launch, Record, Wait, SetStream, Sync)}
+
+
 def _ir_op(item: Item, host_us: float) -> Launch | Record | Wait | SetStream | Sync:
+    """The IR op of ``item``. Built without pydantic's per-op validation (and with one shared fields-set): a
+    trace's values are checked here (finite, in range), and a validated op costs twice the memory and most of
+    the compile time of a trace of a million ops."""
     stream = stream_name(item.stream)
+    if not math.isfinite(host_us):
+        raise InputError(f"a host time of {host_us} µs between traced calls: the trace's timestamps are not finite")
     if item.kind == "launch":
         gpu = item.gpu
         demand = item.demand
         assert gpu is not None and demand is not None
         dur = gpu.dur + item.blocked_us if item.contended else gpu.dur
-        return Launch(kernel=gpu.name or "<unnamed>", stream=stream, dur_us=dur, sm=demand.sm, bw=demand.bw,
-                      tc=demand.tc, family=demand.family, region=item.region, host_us=host_us)
+        if not math.isfinite(dur):
+            raise InputError(f"GPU op {gpu.name!r} at {gpu.ts} µs has a duration of {dur} µs")
+        return Launch.model_construct(_SET[Launch], kernel=gpu.name or "<unnamed>", stream=stream, dur_us=dur,
+                                      sm=demand.sm, bw=demand.bw, tc=demand.tc, family=demand.family,
+                                      region=item.region, host_us=host_us)
     if item.kind == "record":
-        return Record(event=item.event or "", stream=stream, host_us=host_us)
+        return Record.model_construct(_SET[Record], event=item.event or "", stream=stream, host_us=host_us)
     if item.kind == "wait":
-        return Wait(event=item.event or "", stream=stream, host_us=host_us)
+        return Wait.model_construct(_SET[Wait], event=item.event or "", stream=stream, host_us=host_us)
     if item.kind == "set_stream":
-        return SetStream(stream=stream, host_us=host_us)
-    return Sync(host_us=host_us)
+        return SetStream.model_construct(_SET[SetStream], stream=stream, host_us=host_us)
+    return Sync.model_construct(_SET[Sync], host_us=host_us)

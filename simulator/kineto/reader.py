@@ -296,7 +296,9 @@ class _Sink:
             return
         ph = ev.get("ph")
         cat = str(ev.get("cat", "")).lower()
-        if ph in ("s", "f") and cat == "ac2g":
+        if ph == "s" and cat == "ac2g":
+            return  # the launch end of a flow: the GPU end alone names the op it belongs to
+        if ph == "f" and cat == "ac2g":
             fid = _int(ev.get("id"), None)
             ts = _float(ev.get("ts"))
             if fid is not None and ts is not None:
