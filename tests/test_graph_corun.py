@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from calibration.microbench.graph_corun import kernels_by_graph, weight_sets  # noqa: E402
-from kernels_real.config import get_preset  # noqa: E402
+from calibration.microbench.graph_corun import kernels_by_graph, weight_sets
+from kernels_real.config import get_preset
 
 
 def _kernel(name: str, ts: float, dur: float, corr: int, grid: list[int]) -> dict:
