@@ -41,11 +41,12 @@ def test_cut_runs_read_every_event_once(tmp_path: Path, monkeypatch: pytest.Monk
     path.write_text(json.dumps(_trace_doc(), indent=indent))
     monkeypatch.setattr(reader, "BLOCK", block)
     kernels, ranges, cpu_ops, calls, flows, devices, layers = _summary(path)
-    # two hand-built layers: 6 kernels each, 3 ranges each, one launch call and a flow's GPU end per kernel
+    # two hand-built layers: 6 kernels each, 3 ranges each, one launch call per kernel (no flows kept: every
+    # kernel names its correlation id)
     assert [k[0] for k in kernels] == ["gate_gemm", "shared_up", "shared_down", "routed_up", "routed_down",
                                        "combine_add"] * 2
     assert ranges == ["moe.gate", "moe.shared_experts", "moe.routed_experts"] * 2
-    assert (cpu_ops, calls, flows, devices, layers) == (1, 12, 12, [0], 2)
+    assert (cpu_ops, calls, flows, devices, layers) == (1, 12, 0, [0], 2)
 
 
 def test_fallback_and_stdlib_decoder_read_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

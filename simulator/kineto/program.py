@@ -353,6 +353,14 @@ def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile
             item.demand = shared.setdefault(demand, demand)
 
 
+def drop_operators(*item_lists: list[Item]) -> None:
+    """Forget the launching operators (read only by :func:`attach_demand` and the what-if's join search): a
+    share of a trace's memory that the replays can use instead."""
+    for items in item_lists:
+        for item in items:
+            item.cpu = item.outer_cpu = None
+
+
 def overlapped_ops(ops: list[GpuOp]) -> set[int]:
     """``id()`` of every op whose traced interval overlaps an op of another stream (by more than 1 ns)."""
     found: set[int] = set()

@@ -22,7 +22,7 @@ from simulator.errors import InputError
 from simulator.kineto.events import CpuOp, DeviceProps, Flow, GpuOp, HostCall, Range, SyncOp, Trace
 
 CHUNK = 1 << 16
-BLOCK = 1 << 20  # the fast path decodes runs of events about this long
+BLOCK = 1 << 18  # the fast path decodes runs of events about this long
 MAX_HEADER = 1 << 26  # bytes before the event list the fast path looks through
 MAX_EVENT_RUN = 1 << 28  # a run this long without a cut between events: not a Kineto layout
 _LIST_OPEN = re.compile(rb"\s*:\s*\[")
@@ -79,6 +79,8 @@ def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
         bar.close()
     if not sink.saw_events:
         raise InputError(f"{path}: not a Kineto/Chrome trace (no 'traceEvents' list)")
+    if all(op.corr is not None for op in trace.gpu_ops):
+        trace.flows.clear()  # they only stand in for a GPU op's missing correlation id
     return trace
 
 

@@ -18,7 +18,14 @@ from simulator.errors import InputError
 from simulator.ir import gc_paused
 from simulator.kineto.events import Trace
 from simulator.kineto.overlay import overlay_durations
-from simulator.kineto.program import HostTrace, LaunchMode, attach_demand, compile_program, import_trace
+from simulator.kineto.program import (
+    HostTrace,
+    LaunchMode,
+    attach_demand,
+    compile_program,
+    drop_operators,
+    import_trace,
+)
 from simulator.kineto.reader import read_trace
 from simulator.kineto.select import Selector, listing
 from simulator.kineto.whatif import move_region
@@ -228,6 +235,7 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
     del trace
     move = serialize_aux_streams(host) if serialize_aux else \
         move_region(host, what, prof, launch, join) if what is not None else None
+    drop_operators(host.items, move.items if move is not None else [])
     sharing = prof.sharing_model()
     if measured_layer_us is not None:
         host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
@@ -238,6 +246,9 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         if host_scale != 1.0 and launch == "as-traced":
             notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
         baseline = replay_baseline(host, prof, launch, host_scale, sharing)
+    if move is not None:  # the what-if's timeline is the one drawn: the baseline's host spans are never read
+        baseline = SimResult(baseline.makespan_us, baseline.host_end_us, baseline.kernels, baseline.streams,
+                             None, baseline.flows, baseline.warnings)  # (their builder holds the whole program)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, what=what,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
                     host_scale=host_scale, measured_layer_us=measured_layer_us, serialized=serialize_aux)
