@@ -72,7 +72,8 @@ def _read_cases(path: Path) -> list[dict[str, Any]]:
     try:
         cases = json.loads(path.read_text())
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file (a kernels_real.bench output folder holds cases.json)") from None
+        raise InputError(f"{path}: no such file (a kernels_real.bench output folder holds cases.json; "
+                         "give a checkout's folder with --measurements DIR)") from None
     except json.JSONDecodeError as err:
         raise InputError(f"{path}: malformed JSON at line {err.lineno}: {err.msg}") from None
     if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
