@@ -14,11 +14,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from tqdm import tqdm
 
-from calibration.validate import load_cases, predict_case
+from calibration.validate import gain_points
 from simulator.decisions import GainPoint, score, verdict
 from simulator.errors import InputError
 from simulator.profile import load_profile
@@ -28,26 +27,11 @@ SMALL_TOKENS = (1, 2, 4)
 GAIN_TOLERANCE = 0.015
 
 
-def graph_pairs(runs: list[str]) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
-    """(preset, tokens) → strategy → graph case; a later run's case replaces an earlier one's."""
-    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
-    for run in runs:
-        folder = MEASUREMENTS / run if (MEASUREMENTS / run).is_dir() else Path(run)
-        for case in load_cases(folder, eager_rerun=False):
-            if case["mode"] == "graph" and case["strategy"] in ("sequential", "multi_stream"):
-                pairs.setdefault((str(case["preset"]), int(case["tokens"])), {})[case["strategy"]] = case
-    return {k: v for k, v in pairs.items() if len(v) == 2}
-
-
-def gain_points(runs: list[str], profile_name: str) -> list[GainPoint]:
-    profile = load_profile(profile_name)
-    sharing = profile.sharing_model()
-    points = []
-    pairs = graph_pairs(runs)
-    for (preset, tokens), cases in tqdm(sorted(pairs.items()), desc="predicting", disable=not sys.stderr.isatty()):
-        seq, ms = cases["sequential"], cases["multi_stream"]
-        p_seq, p_ms = predict_case(profile, seq, sharing), predict_case(profile, ms, sharing)
-        points.append(GainPoint(preset, tokens, 1 - ms["median_us"] / seq["median_us"], 1 - p_ms / p_seq))
+def points_of(runs: list[str], profile_name: str) -> list[GainPoint]:
+    folders = [MEASUREMENTS / run if (MEASUREMENTS / run).is_dir() else Path(run) for run in runs]
+    bar = tqdm(desc="predicting", disable=not sys.stderr.isatty())
+    points = gain_points(load_profile(profile_name), folders, progress=lambda: bar.update(1))
+    bar.close()
     return points
 
 
@@ -79,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     try:
-        points = gain_points(args.run, args.profile)
+        points = points_of(args.run, args.profile)
         if not points:
             raise InputError("no (preset, tokens) with both strategies measured in graph mode")
     except InputError as err:

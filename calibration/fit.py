@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from calibration.fit_graph_corun import FORM_UNITS, compare_forms, graph_join_us, load_records, pieces_of
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
@@ -27,11 +28,13 @@ from calibration.validate import (
     DEFAULT_HOLDOUT_TOKENS,
     eager_rerun_path,
     find_file,
+    gain_points,
     load_cases,
     predict_case,
     resolve,
     split_of,
 )
+from simulator.decisions import score, verdict
 from simulator.errors import InputError
 from simulator.profile import Profile, load_profile
 
@@ -244,9 +247,12 @@ def _layer_gain_errors(profile: Profile, calib: Sequence[dict[str, Any]]) -> Any
 
 
 def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = DEFAULT_HOLDOUT_PRESETS,
-                holdout_tokens: Sequence[int] = DEFAULT_HOLDOUT_TOKENS, progress: Progress | None = None) -> Profile:
+                holdout_tokens: Sequence[int] = DEFAULT_HOLDOUT_TOKENS, progress: Progress | None = None,
+                decode: str | Path | None = None) -> Profile:
     """Fit a calibrated profile from a measurements folder holding ``microbench.json`` (and optionally
-    kernels_real's ``cases.json``, ``env.json``)."""
+    kernels_real's ``cases.json``, ``env.json``). ``decode``: a folder of decode-regime measurements
+    (``graph_corun/``, bench runs of the rank variants): the graph fork/join cost and the sharing model are
+    then taken from the graph co-runs (``fit_decode``), and the model's decisions scored on its bench runs."""
     say = progress or (lambda _msg: None)
     root = resolve(folder)
     mb_path = find_file(root, "microbench.json", "microbench")
@@ -342,4 +348,56 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
             fig["source"] += f"; × {host_scale:.3f} layer-level host scale"
         doc["measurements"] = files
         profile = Profile.model_validate(doc)
+    if decode is not None:
+        profile = fit_decode(profile, resolve(decode), say)
     return profile
+
+
+def fit_decode(profile: Profile, folder: Path, say: Progress) -> Profile:
+    """The graph fork/join cost (``host.graph_join_us``) and the sharing form fitted on the decode-regime
+    co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
+    S|RG pairs, no layer-level gain in any fit); then the decisions it makes on the folder's bench runs."""
+    path = folder / "graph_corun" / "graph_corun.json.gz"
+    if not path.exists():
+        raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
+    records = load_records(path)
+    where = f"{_rel(path)}, {len(records)} configurations"
+    join = graph_join_us(records)
+    doc = json.loads(profile.model_dump_json())
+    doc["host"]["graph_join_us"] = _fig(join["empty_median_us"],
+                                        f"measured ({where}): median over configurations of an empty fork/join's "
+                                        f"cost inside a replayed graph (RG+fj0 - RG; p10 {join['empty_p10_us']:.2f}, "
+                                        f"p90 {join['empty_p90_us']:.2f} µs; with one tiny aux kernel "
+                                        f"{join['tiny_median_us']:.2f} µs)")
+    profile = Profile.model_validate(doc)
+    say(f"fitting the sharing forms on {len(records)} graph co-run configurations")
+    pieces = [pieces_of(r, profile) for r in records]
+    forms = compare_forms(pieces, profile.host_costs("eager"))
+    chosen = forms["chosen"]
+    held = forms["comparison"][chosen]["held_out_overlap_error_points"]
+    doc["interference"] = {
+        "form": chosen, "params": forms["params"],
+        "units": {k: v + "; fitted on the graph co-runs' R/G pairs" for k, v in FORM_UNITS[chosen].items()
+                  if k in forms["params"]},
+        "source": f"fitted to the decode-regime co-runs inside CUDA graphs ({where}): every form fitted on the "
+                  f"pairs of the routing chain and the routed experts with the shared experts (both orders, "
+                  f"staggered), chosen on the held-out S|RG pairs (median |overlap error| {held['median_abs']:.2f} "
+                  f"points); no layer-level gain enters the fit"}
+    doc["fit"]["interference_graph"] = forms["comparison"]
+    doc["measurements"] = [*doc["measurements"], _rel(path)]
+    profile = Profile.model_validate(doc)
+    runs = sorted(p.parent for p in folder.glob("*/cases.json"))
+    if runs:
+        say("scoring the decisions on the decode bench runs")
+        doc["fit"]["decisions"] = decisions_report(profile, runs)
+        doc["measurements"] += [_rel(r / "cases.json") for r in runs]
+        profile = Profile.model_validate(doc)
+    return profile
+
+
+def decisions_report(profile: Profile, runs: Sequence[Path], margin: float = 0.005) -> dict[str, Any]:
+    """The regret of the profile's multi_stream choices over the graph cases of ``runs`` (``simulator.decisions``)."""
+    points = gain_points(profile, runs)
+    scores = score(points, margin)
+    return {"runs": [_rel(r) for r in runs], "margin": margin, "points": len(points),
+            "scores": [s.to_json_dict() for s in scores], "verdict": verdict(scores)}

@@ -30,10 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from calibration.fit_kernels import residual_stats
 from simulator.cost import CostModel
 from simulator.engine import simulate
+from simulator.inflight import InflightSharing
+from simulator.interference import ResidencySharing
 from simulator.ir import HostCosts, Launch, Program
 from simulator.profile import Profile
+from simulator.sharing import FluidSharing
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.moe_layer import LayerEmitter
 from simulator.workloads.presets import get_preset
@@ -189,3 +193,43 @@ def grid_fit(pieces: Sequence[Pieces], make: Callable[..., Any], grid: dict[str,
 def load_records(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``graph_corun.json.gz``."""
     return json.loads(gzip.decompress(Path(path).read_bytes()))
+
+
+FORMS: dict[str, tuple[Callable[..., Any], dict[str, Sequence[float]]]] = {
+    "residency": (ResidencySharing, {"floor": (0.02, 0.05, 0.2), "bw_capacity": (0.7, 0.85, 1.0, 1.1),
+                                     "contention": (0.0, 0.5), "small_contention": (0.0, 1.0, 4.0)}),
+    "inflight": (InflightSharing, {"sat_bw": (0.85, 0.95, 1.05), "inflight_full": (1.0, 2.0, 4.0),
+                                   "latency_share": (0.0, 0.3, 0.7), "floor": (0.02, 0.05, 0.2)}),
+}
+FORM_UNITS: dict[str, dict[str, str]] = {"fluid": {}, "inflight": {
+    "sat_bw": "saturated HBM throughput as a fraction of the measured copy ceiling",
+    "inflight_full": "bytes a slot-filling streaming kernel keeps in flight over the bandwidth-delay product it "
+                     "needs (dimensionless: in-flight bytes / (saturated bandwidth × unloaded latency))",
+    "latency_share": "fraction of a latency-bound kernel's solo time spent in DRAM round trips",
+    "floor": "share of its SM slots a later kernel obtains behind one that holds them all",
+    "tc_capacity": "tensor rate offered to overlapping kernels, as a fraction of the measured bf16 ceiling",
+}, "residency": {
+    "floor": "share of its SM slots a later kernel obtains behind one that holds them all",
+    "bw_capacity": "HBM throughput offered while streaming kernels overlap, fraction of the ceiling (a curve knob)",
+    "tc_capacity": "tensor rate offered to overlapping kernels, fraction of the ceiling",
+    "contention": "slowdown per unit of the others' bandwidth demand (a curve knob)",
+    "small_contention": "the same for latency-bound kernels (a curve knob)",
+}}
+
+
+def compare_forms(pieces: Sequence[Pieces], host: HostCosts) -> dict[str, Any]:
+    """Fit every form on the R/G pairs; score each on the held-out S|RG / RG|S pairs (pair time and overlap
+    gain); the form with the least median |overlap error| on the held-out pairs is chosen."""
+    report: dict[str, Any] = {}
+    candidates = {"fluid": (FluidSharing(), {})}
+    for form, (make, grid) in FORMS.items():
+        params, _ = grid_fit(pieces, make, grid, host)
+        candidates[form] = (make(**params), params)
+    for form, (model, params) in candidates.items():
+        report[form] = {"params": params,
+                        "fit_pair_time_error": residual_stats(pair_errors(pieces, FIT_PAIRS, model, host)),
+                        "held_out_pair_time_error": residual_stats(pair_errors(pieces, HELD_OUT_PAIRS, model, host)),
+                        "held_out_overlap_error_points": residual_stats(
+                            100 * overlap_errors(pieces, HELD_OUT_PAIRS, model, host))}
+    chosen = min(candidates, key=lambda f: report[f]["held_out_overlap_error_points"]["median_abs"])
+    return {"chosen": chosen, "params": candidates[chosen][1], "comparison": report}

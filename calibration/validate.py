@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.decisions import GainPoint
 from simulator.engine import simulate
 from simulator.errors import InputError
 from simulator.profile import Profile
@@ -122,6 +123,30 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
     # time 0) or, behind a busy stream, when the previous call's work is done: at its first kernel's start
     starts = [0.0] + [min(k.start_us for k in call) for call in calls[1:]]
     return float(np.median([e - s for s, e in zip(starts, ends_list, strict=True)]))
+
+
+def graph_pairs(runs: Iterable[str | Path]) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
+    """(preset, tokens) → strategy → graph case, for points with both sequential and multi_stream measured;
+    a later run's case replaces an earlier one's."""
+    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        for case in load_cases(run, eager_rerun=False):
+            if case["mode"] == "graph" and case["strategy"] in ("sequential", "multi_stream"):
+                pairs.setdefault((str(case["preset"]), int(case["tokens"])), {})[case["strategy"]] = case
+    return {k: v for k, v in sorted(pairs.items()) if len(v) == 2}
+
+
+def gain_points(profile: Profile, runs: Iterable[str | Path], progress: Any = None) -> list[GainPoint]:
+    """Measured and predicted multi_stream gain over sequential at every graph point of ``runs``."""
+    sharing = profile.sharing_model()
+    points = []
+    for (preset, tokens), cases in graph_pairs(runs).items():
+        seq, ms = cases["sequential"], cases["multi_stream"]
+        predicted = 1 - predict_case(profile, ms, sharing) / predict_case(profile, seq, sharing)
+        points.append(GainPoint(preset, tokens, 1 - ms["median_us"] / seq["median_us"], predicted))
+        if progress:
+            progress()
+    return points
 
 
 def burst_calls(case: dict[str, Any]) -> int | None:

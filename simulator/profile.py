@@ -130,8 +130,10 @@ class KernelTable(_Model):
 class Interference(_Model):
     """How concurrent kernels share the device: a form and its parameters."""
 
-    form: Literal["fluid", "slowdown", "residency"] = "fluid"
+    form: Literal["fluid", "slowdown", "residency", "inflight"] = "fluid"
     params: dict[str, float] = {}
+    units: dict[str, str] = Field({}, description="per parameter: its unit or meaning, and where its value "
+                                                  "comes from (measured, fitted on what, or carried)")
     source: str = Field(min_length=1)
 
     def sharing_model(self) -> Any:
@@ -140,6 +142,10 @@ class Interference(_Model):
             from simulator.sharing import FluidSharing
 
             return FluidSharing(**self.params)
+        if self.form == "inflight":
+            from simulator.inflight import InflightSharing
+
+            return InflightSharing(**self.params)
         from simulator.interference import ResidencySharing, SlowdownSharing
 
         return (ResidencySharing if self.form == "residency" else SlowdownSharing)(**self.params)

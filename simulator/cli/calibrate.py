@@ -29,6 +29,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="fit from this folder instead of measuring: microbench[/]microbench.json (solo shapes, "
                         "host costs), optionally microbench_corun/microbench.json (co-run records, preferred), "
                         "kernels_real[/]cases.json and kernels_real_eager2/ (newest eager cases)")
+    p.add_argument("--decode", metavar="DIR", type=Path,
+                   help="also fit from a folder of decode-regime measurements (graph_corun/ from python -m "
+                        "calibration.microbench.graph_corun, bench runs of the rank variants): the graph fork/join "
+                        "cost and the sharing form from the co-runs inside CUDA graphs (no layer-level gain in "
+                        "the fit), and the regret of the model's decisions on those runs")
     p.add_argument("--raw", metavar="DIR", type=Path,
                    help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
@@ -66,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     folder = args.from_measurements
     if folder is not None and not folder.is_dir():
         raise InputError(f"--from-measurements {folder}: no such folder")
+    if args.decode is not None and not args.decode.is_dir():
+        raise InputError(f"--decode {args.decode}: no such folder")
     check_outputs({"--out": out}, folder.rglob("*.json") if folder is not None else ())
     name = args.name or out.stem
     presets = DEFAULT_HOLDOUT_PRESETS if args.holdout_presets is None else tuple(args.holdout_presets)
@@ -76,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         folder = args.raw or Path("calibration/measurements") / name / dt.date.today().isoformat()
         _measure(folder, args.quick, args.budget_s)
     profile = fit_profile(folder, name, presets, tokens,
-                          progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True))
+                          progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True),
+                          decode=args.decode)
     text = profile.model_dump_json(indent=2, exclude_none=True) + "\n"
     write_text_atomic(out, text)
     if args.json:
@@ -89,6 +97,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {fam}: {res.get('n')} shapes, median |residual| {res.get('median_abs', 0):.1%}, "
               f"p90 {res.get('p90_abs', 0):.1%}")
     print(f"  sharing: {profile.interference.form} {profile.interference.params} — {profile.interference.source}")
+    if profile.host.graph_join_us is not None:
+        print(f"  graph fork/join: {profile.host.graph_join_us.value:.2f} µs ({profile.host.graph_join_us.source})")
+    for line in profile.fit.get("decisions", {}).get("verdict", []):
+        print(f"  decisions: {line}")
     layer = profile.fit.get("layer")
     if layer:
         print(f"  eager host scale × {layer['host_scale']} ({layer['calibration_cases']} calibration cases; held out: "
