@@ -128,6 +128,7 @@ class Recommendation:
     curve: Curve
     other: Curve | None
     link: str = ""  # the collectives' link figures and their source
+    decisions: dict[str, Any] | None = None  # the profile's decisions scored on measured runs (None: not scored)
 
     @property
     def threshold(self) -> int | None:
@@ -155,7 +156,16 @@ class Recommendation:
         return {"scenario": self.scenario, "profile": self.profile, "link": self.link, "margin": self.margin,
                 "enable_multi_stream": self.threshold is not None, "token_threshold": self.threshold,
                 "dp_gate": self.dp_gate, "settings": self.settings(), "curve": self.curve.to_json_dict(),
-                "counterpart": self.other.to_json_dict() if self.other else None}
+                "counterpart": self.other.to_json_dict() if self.other else None, "decisions": self.decisions}
+
+    def decision_lines(self) -> list[str]:
+        """Where the profile's choices were scored on measured gains: which trivial policy they beat."""
+        if not self.decisions:
+            return ["the model's choices were not scored on measured gains for this profile (no measured runs)"]
+        d = self.decisions
+        head = (f"the model's choices scored on {d['points']} measured graph points ({', '.join(d['runs'])}; "
+                f"regret = measured gain of the better strategy minus that of the chosen one):")
+        return [head, *d["verdict"]]
 
 
 def recommend(scenario: Scenario, source: str = "<scenario>") -> Recommendation:
@@ -164,4 +174,4 @@ def recommend(scenario: Scenario, source: str = "<scenario>") -> Recommendation:
     other = gain_curve(other_scenario, f"{source} (counterpart)") if other_scenario else None
     ev = evaluate(scenario, source)
     return Recommendation(scenario.label(source), ev.profile.describe(), scenario.thresholds.margin, curve, other,
-                          ev.case.platform.describe_link())
+                          ev.case.platform.describe_link(), ev.profile.fit.get("decisions"))

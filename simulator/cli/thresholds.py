@@ -71,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
     note = dp_gate_note(rec)
     if note:
         print(f"  note: {note}")
+    print("how far to trust the threshold:")
+    for line in rec.decision_lines():
+        print(f"  {line}")
     if args.html:
         print(written("report", args.html))
     return 0

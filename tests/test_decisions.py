@@ -1,0 +1,58 @@
+"""Regret of multi_stream policies, against hand-computed values."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.decisions import GainPoint, regret, score, verdict
+
+POINTS = [
+    GainPoint("a", 1, measured_gain=0.10, predicted_gain=0.08),  # the model picks ms: 0; never: 10
+    GainPoint("a", 512, measured_gain=-0.03, predicted_gain=0.01),  # model ms: 3; always: 3; vllm (>256): 0
+    GainPoint("b", 2, measured_gain=-0.01, predicted_gain=-0.02),  # model seq: 0; always and vllm: 1
+]
+
+
+def test_regret_is_the_gain_left_on_the_table():
+    assert regret(POINTS[0], multi_stream=True) == 0.0
+    assert regret(POINTS[0], multi_stream=False) == pytest.approx(0.10)
+    assert regret(POINTS[1], multi_stream=True) == pytest.approx(0.03)
+    assert regret(POINTS[1], multi_stream=False) == 0.0
+
+
+def test_policies_scored_mean_and_worst():
+    by = {s.policy: s for s in score(POINTS, margin=0.005)}
+    assert by["model"].mean == pytest.approx(0.01) and by["model"].worst == pytest.approx(0.03)
+    assert by["model"].worst_at == "a t512" and by["model"].chose_multi_stream == 2
+    assert by["always"].mean == pytest.approx(0.04 / 3) and by["always"].worst == pytest.approx(0.03)
+    assert by["vllm_default"].mean == pytest.approx(0.01 / 3) and by["vllm_default"].worst == pytest.approx(0.01)
+    assert by["never"].mean == pytest.approx(0.10 / 3) and by["never"].worst == pytest.approx(0.10)
+
+
+def test_the_margin_moves_the_model_s_choice():
+    by = {s.policy: s for s in score(POINTS, margin=0.02)}  # now a t512 (predicted 1 %) is sequential
+    assert by["model"].mean == 0.0 and by["model"].chose_multi_stream == 1
+
+
+def test_verdict_says_which_policy_the_model_beats():
+    lines = verdict(score(POINTS, margin=0.005))
+    assert lines[0].startswith("model does NOT beat always")  # mean better, worst tied
+    assert lines[1].startswith("model does NOT beat vllm_default")
+    assert lines[2].startswith("model beats never")
+
+
+def test_no_points_is_an_error():
+    with pytest.raises(ValueError):
+        score([], 0.005)
+
+
+def test_thresholds_say_how_far_the_choice_was_scored():
+    from simulator.thresholds import Curve, Recommendation
+
+    curve = Curve("TP1 DP1 EP1", 1, [], 0.005)
+    unscored = Recommendation("s", "p", 0.005, curve, None)
+    assert "not scored" in unscored.decision_lines()[0]
+    scored = Recommendation("s", "p", 0.005, curve, None, decisions={
+        "points": 3, "runs": ["r"], "verdict": verdict(score(POINTS, 0.005))})
+    lines = scored.decision_lines()
+    assert "3 measured graph points" in lines[0] and lines[-1].startswith("model beats never")
