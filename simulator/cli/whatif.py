@@ -52,6 +52,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--join-after-module", metavar="PATH2",
                    help="join on main after the last kernel of the next PATH2 module call (e.g. "
                         "DeepseekV2MoE/FusedMoE: after the routed experts)")
+    t.add_argument("--aux-kernels", metavar="A-B[,C-D]",
+                   help="a CUDA-graph trace alone (no module calls): the GPU ops at these positions of every "
+                        "period of the trace's op sequence (a replayed step; --list-modules prints it) go to aux")
+    t.add_argument("--join-after-kernel", metavar="J[,K]",
+                   help="with --aux-kernels: main waits after position J of the period, one per run (default, "
+                        "one run: before the period's last op)")
     t.add_argument("--serialize-aux", action="store_true",
                    help="the reverse question, for a multi-stream trace: every stream's GPU work on the main "
                         "stream in host order (what switching the overlap off would give)")
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         print(dumps(listing) if args.json else render_listing(listing))
         return 0
     what = selectors(args.aux_region, args.aux_module, args.join_after, args.join_after_module)[0]
-    if what is None and not args.serialize_aux:
+    if what is None and not args.serialize_aux and args.aux_kernels is None:
         raise InputError("say what to move: --aux-module PATH (module classes, e.g. DeepseekV2MoE/DeepseekV2MLP; "
                          "--list-modules shows them), --aux-region NAME (a record_function range) or "
                          "--serialize-aux (the reverse)")
@@ -98,7 +104,8 @@ def run(args: argparse.Namespace) -> int:
                         join_after_module=args.join_after_module, launch=args.launch,
                         profile=args.profile, device=args.device, thread=args.thread,
                         durations_from=args.durations_from, measured_layer_us=args.measured_us,
-                        serialize_aux=args.serialize_aux)
+                        serialize_aux=args.serialize_aux, aux_kernels=args.aux_kernels,
+                        join_after_kernel=args.join_after_kernel)
     if args.trace_out:
         write_json_atomic(args.trace_out, _timeline(report))
     if args.json:
@@ -133,7 +140,7 @@ def _print(report: WhatIf, args: argparse.Namespace) -> None:
         print(f"  what-if ({label})  {d['whatif_us']:12.3f} µs  (gain {d['gain']:+.2%}; "
               f"{report.moved} kernels moved in {report.instances} "
               + ("calls" if report.what is not None and report.what.kind == "module" else
-                 "streams" if report.serialized else "ranges")
+                 "streams" if report.serialized else "periods" if report.kernels else "ranges")
               + (f"; {d['whatif_per_layer_us']:.3f} µs per layer)" if per_layer else ")"))
     print(f"  sources: {d['sources']['durations']}; host: {d['sources']['host']}; added host calls: "
           f"{d['sources']['added_host_calls']}; sharing: {d['sources']['sharing']}")

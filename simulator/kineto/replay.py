@@ -28,7 +28,7 @@ from simulator.kineto.program import (
 )
 from simulator.kineto.reader import read_trace
 from simulator.kineto.select import Selector, listing
-from simulator.kineto.whatif import move_region
+from simulator.kineto.whatif import move_kernels, move_region
 from simulator.kineto.whatif import serialize_aux as serialize_aux_streams
 from simulator.profile import Profile, available_profiles, load_profile
 from simulator.result import SimResult
@@ -52,13 +52,14 @@ class WhatIf:
     host_scale: float = 1.0
     measured_layer_us: float | None = None
     serialized: bool = False
+    kernels: str | None = None  # --aux-kernels, as given
 
     @property
     def region(self) -> str | None:
         """What was moved, as given (a range name or a module path), or that the aux streams were serialized."""
         if self.serialized:
             return "aux streams serialized"
-        return self.what.text if self.what is not None else None
+        return self.what.text if self.what is not None else self.kernels
 
     @property
     def baseline_layer_us(self) -> float:
@@ -97,6 +98,7 @@ class WhatIf:
             "aux_region": self.what.text if self.what is not None and self.what.kind == "range" else None,
             "aux_module": self.what.text if self.what is not None and self.what.kind == "module" else None,
             "serialize_aux": self.serialized,
+            "aux_kernels": self.kernels,
             "region_instances": self.instances,
             "moved_kernels": self.moved,
             "device": self.host.device,
@@ -157,6 +159,21 @@ def profile_for(trace: Trace, name: str | None) -> Profile:
     return matches[0]
 
 
+def parse_positions(text: str, option: str) -> list[tuple[int, int]]:
+    """``3-5,9`` as runs ``[(3, 5), (9, 9)]`` (positions >= 0, each run ascending)."""
+    runs = []
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            a, b = int(first), int(last or first)
+        except ValueError:
+            raise InputError(f"{option} {text!r}: give positions like 3-5,9") from None
+        if a < 0 or b < a:
+            raise InputError(f"{option} {text!r}: positions are >= 0 and each run ascending (a-b with a <= b)")
+        runs.append((a, b))
+    return runs
+
+
 def selectors(region: str | None, module: str | None, join_after: str | None,
               join_after_module: str | None) -> tuple[Selector | None, Selector | None]:
     """(what to move, what to join after) from the options; giving one kind twice is an ``InputError``."""
@@ -192,7 +209,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                join_after_module: str | None = None, launch: LaunchMode = "as-traced", profile: str | None = None,
                device: int | None = None, thread: int | None = None, durations_from: str | Path | None = None,
                host_scale: float = 1.0, measured_layer_us: float | None = None, serialize_aux: bool = False,
-               progress: bool = True) -> WhatIf:
+               aux_kernels: str | None = None, join_after_kernel: str | None = None, progress: bool = True) -> WhatIf:
     """Import ``path``, replay it under ``launch`` and, when ``region`` (a ``record_function`` range) or
     ``module`` (a module class path, :mod:`simulator.kineto.select`) is given, its aux-stream what-if, or with
     ``serialize_aux`` the reverse (every stream's work on the main stream; see :func:`_run_whatif`). Python's
@@ -202,13 +219,15 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
         return _run_whatif(path, region, join_after=join_after, module=module, join_after_module=join_after_module,
                            launch=launch, profile=profile, device=device, thread=thread,
                            durations_from=durations_from, host_scale=host_scale,
-                           measured_layer_us=measured_layer_us, serialize_aux=serialize_aux, progress=progress)
+                           measured_layer_us=measured_layer_us, serialize_aux=serialize_aux,
+                           aux_kernels=aux_kernels, join_after_kernel=join_after_kernel, progress=progress)
 
 
 def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None, module: str | None,
                 join_after_module: str | None, launch: LaunchMode, profile: str | None, device: int | None,
                 thread: int | None, durations_from: str | Path | None, host_scale: float,
-                measured_layer_us: float | None, serialize_aux: bool, progress: bool) -> WhatIf:
+                measured_layer_us: float | None, serialize_aux: bool, aux_kernels: str | None,
+                join_after_kernel: str | None, progress: bool) -> WhatIf:
     """:func:`run_whatif`'s work. ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph
     run) whose kernel durations replace the traced ones; ``host_scale`` multiplies the traced host time between
     submissions, or (``measured_layer_us``, as-traced only) is fitted so that the baseline replay lasts that
@@ -222,6 +241,14 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
     what, join = selectors(region, module, join_after, join_after_module)
     if serialize_aux and what is not None:
         raise InputError(f"--serialize-aux asks the reverse question: give it without {what.option}")
+    runs = parse_positions(aux_kernels, "--aux-kernels") if aux_kernels is not None else None
+    joins = [a for a, _ in parse_positions(join_after_kernel, "--join-after-kernel")] \
+        if join_after_kernel is not None else None
+    if runs is not None and (what is not None or serialize_aux):
+        raise InputError("--aux-kernels selects by position: give it without --aux-region / --aux-module / "
+                         "--serialize-aux")
+    if joins is not None and runs is None:
+        raise InputError("--join-after-kernel needs --aux-kernels")
     trace, prof, host = load_host(path, profile, device, thread, progress)
     layers = layers_per_trace(trace)
     notes = []
@@ -234,7 +261,8 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
     del trace
     move = serialize_aux_streams(host) if serialize_aux else \
-        move_region(host, what, prof, launch, join) if what is not None else None
+        move_region(host, what, prof, launch, join) if what is not None else \
+        move_kernels(host, runs, joins, prof, launch) if runs is not None else None
     drop_operators(host.items, move.items if move is not None else [])
     sharing = prof.sharing_model()
     if measured_layer_us is not None:
@@ -251,7 +279,8 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
                              None, baseline.flows, baseline.warnings)  # (their builder holds the whole program)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, what=what,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
-                    host_scale=host_scale, measured_layer_us=measured_layer_us, serialized=serialize_aux)
+                    host_scale=host_scale, measured_layer_us=measured_layer_us, serialized=serialize_aux,
+                    kernels=None if runs is None else f"GPU ops {aux_kernels} of each period")
     if measured_layer_us is not None and report.baseline_layer_us > measured_layer_us * (1 + 1e-6):
         notes.append(f"the traced kernels alone last longer than the measured {measured_layer_us:.3f} µs per "
                      f"layer (baseline {report.baseline_layer_us:.3f} µs with almost no host time left): they "

@@ -83,6 +83,22 @@ def _none_found(host: HostTrace, sel: Selector) -> str:
             "in this trace")
 
 
+def layer_period(names: list[str]) -> int:
+    """The shortest period of ``names`` that repeats it whole (its length when none does): the prefix
+    function's border, O(n)."""
+    n = len(names)
+    border = [0] * n
+    k = 0
+    for i in range(1, n):
+        while k and names[i] != names[k]:
+            k = border[k - 1]
+        if names[i] == names[k]:
+            k += 1
+        border[i] = k
+    period = n - border[-1] if n else 0
+    return period if n and n % period == 0 else n
+
+
 @dataclass(slots=True)
 class ModuleRow:
     path: str
@@ -130,7 +146,14 @@ def listing(host: HostTrace) -> dict[str, Any]:
             "modules": [{"path": m.path, "calls": m.calls, "gpu_ops": m.gpu_ops, "gpu_us": round(m.gpu_us, 3)}
                         for m in module_tree(host)],
             "ranges": [{"name": name, "count": n} for name, n in sorted(counts.items())],
-            "graph_ops": host.graph_ops}
+            "graph_ops": host.graph_ops, "period": _period(host)}
+
+
+def _period(host: HostTrace) -> dict[str, Any]:
+    """The GPU op sequence's shortest repeating period and its ops by position (for ``--aux-kernels``)."""
+    names = [item.gpu.name for item in host.items if item.kind == "launch" and item.gpu is not None]
+    period = layer_period(names)
+    return {"repeats": len(names) // period if period else 0, "ops": names[:period]}
 
 
 def render_listing(data: dict[str, Any]) -> str:
@@ -149,5 +172,10 @@ def render_listing(data: dict[str, Any]) -> str:
     if data["graph_ops"]:
         lines.append(f"{data['graph_ops']} GPU ops were launched by CUDA-graph replays: no module calls around them "
                      "(give the eager trace of the same steps, this one with --durations-from)")
+    period = data["period"]
+    if period["repeats"] > 1 and (data["graph_ops"] or not data["modules"]):
+        lines.append(f"GPU op sequence: {period['repeats']} repeats of a period of {len(period['ops'])} ops "
+                     "(--aux-kernels A-B, --join-after-kernel J pick by position):")
+        lines += [f"  {n:4d}  {name[:100]}" for n, name in enumerate(period["ops"])]
     lines.append("select with --aux-module PATH, PATH a suffix of a path above, e.g. DeepseekV2MoE/DeepseekV2MLP")
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from simulator.errors import InputError
 from simulator.kineto.events import CpuOp
 from simulator.kineto.program import HostTrace, Item, LaunchMode
-from simulator.kineto.select import Selector, select
+from simulator.kineto.select import Selector, layer_period, select
 from simulator.profile import Profile
 
 AUX = "aux"
@@ -42,25 +42,81 @@ def move_region(host: HostTrace, what: Selector, profile: Profile, launch: Launc
     point stops at the next instance's first kernel."""
     instances = select(host, what)
     joins = select(host, join_after) if join_after is not None else []
-    eager = launch != "graph"
-    fig = profile.host
-    cost = {"record": fig.record_us.value if eager else 0.0, "wait": fig.wait_us.value if eager else 0.0,
-            "set_stream": fig.set_stream_us.value if eager else 0.0}
     items = host.items
     members = _members(items, {*instances, *joins})
-    before: dict[int, list[Item]] = {}
-    restream: dict[int, str] = {}
-    result = Move(items=[])
+    plans: list[tuple[list[int], int]] = []
+    notes: list[str] = []
     firsts = [members[i][0] for i in instances if members.get(i)]
     joined = 0  # joins[joined:] start after the instance being placed
     for k, index in enumerate(instances):
         mine = members.get(index)
         if not mine:
-            result.notes.append(f"{what.text!r} #{k} launched no GPU work; left as is")
+            notes.append(f"{what.text!r} #{k} launched no GPU work; left as is")
             continue
         first, last = mine[0], mine[-1]
         after = bisect_right(firsts, last)
         bound = firsts[after] if after < len(firsts) else len(items)  # the next instance's first kernel
+        if join_after is not None:
+            joined, at = _join_after(host, index, last, joins, joined, members, join_after)
+            why = None
+        else:
+            at, why = _join_point(host, index, first, last, bound)
+        consumer = _early_consumer(host, index, mine, last, at)
+        if consumer is not None:
+            at, why = consumer
+        if why:
+            notes.append(f"{what.text!r} #{k}: {why}")
+        plans.append((mine, at))
+    return _rewrite(items, plans, profile, launch, notes)
+
+
+def move_kernels(host: HostTrace, runs: list[tuple[int, int]], join_after: list[int] | None, profile: Profile,
+                 launch: LaunchMode) -> Move:
+    """``--aux-kernels``: in every period of the trace's GPU op sequence (:func:`layer_period`), the ops at
+    positions ``a..b`` of each run on ``aux``; main waits after position ``join_after[i]`` of run ``i``
+    (default, one run only: before the period's last op)."""
+    items = host.items
+    launches = [n for n, item in enumerate(items) if item.kind == "launch"]
+    period = layer_period([_name(items[n]) for n in launches])
+    if period == len(launches):
+        raise InputError(f"--aux-kernels: the {len(launches)} GPU ops hold no repeating period (a layer or step "
+                         "replayed several times); give the eager trace of the same steps as TRACE and this one "
+                         "with --durations-from")
+    top = max(b for _, b in runs)
+    if top >= period:
+        raise InputError(f"--aux-kernels: position {top} is outside the period of {period} GPU ops found (0-"
+                         f"{period - 1}); --list-modules prints them")
+    if join_after is None:
+        if len(runs) > 1:
+            raise InputError("--aux-kernels with several runs needs --join-after-kernel, one position per run")
+        join_after = [period - 2]
+    if len(join_after) != len(runs) or any(not b <= j < period for (_, b), j in zip(runs, join_after, strict=False)):
+        raise InputError(f"--join-after-kernel: one position per run of --aux-kernels, each at or after its run's "
+                         f"end and inside the period (0-{period - 1})")
+    plans = [([launches[start + i] for i in range(a, b + 1)], launches[start + j] + 1)
+             for start in range(0, len(launches), period) for (a, b), j in zip(runs, join_after, strict=True)]
+    notes = [f"GPU op sequence: {len(launches) // period} periods of {period} ops; positions "
+             + ", ".join(f"{a}-{b} joined after {j}" for (a, b), j in zip(runs, join_after, strict=True))]
+    return _rewrite(items, plans, profile, launch, notes)
+
+
+def _name(item: Item) -> str:
+    return item.gpu.name if item.gpu is not None else ""
+
+
+def _rewrite(items: list[Item], plans: list[tuple[list[int], int]], profile: Profile, launch: LaunchMode,
+             notes: list[str]) -> Move:
+    """``items`` with each plan's ops (item indices) on ``aux``: a fork before the first, a join recorded after
+    the last, main waiting on it before item index ``at``."""
+    eager = launch != "graph"
+    fig = profile.host
+    cost = {"record": fig.record_us.value if eager else 0.0, "wait": fig.wait_us.value if eager else 0.0,
+            "set_stream": fig.set_stream_us.value if eager else 0.0}
+    before: dict[int, list[Item]] = {}
+    restream: dict[int, str] = {}
+    result = Move(items=[], notes=notes)
+    for k, (mine, at) in enumerate(plans):
+        first, last = mine[0], mine[-1]
         main = items[first].stream
         fork, join = f"fork{k}", f"join{k}"
         before.setdefault(first, []).extend([
@@ -75,16 +131,6 @@ def move_region(host: HostTrace, what: Selector, profile: Profile, launch: Launc
             Item("record", AUX, cost=cost["record"], event=join),
             Item("set_stream", main, cost=cost["set_stream"]),
         ])
-        if join_after is not None:
-            joined, at = _join_after(host, index, last, joins, joined, members, join_after)
-            why = None
-        else:
-            at, why = _join_point(host, index, first, last, bound)
-        consumer = _early_consumer(host, index, mine, last, at)
-        if consumer is not None:
-            at, why = consumer
-        if why:
-            result.notes.append(f"{what.text!r} #{k}: {why}")
         before.setdefault(at, []).append(Item("wait", main, cost=cost["wait"], event=join))
         result.instances += 1
         result.moved += sum(1 for n in mine if n in restream)
