@@ -40,7 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                "--launch graph,\n  --durations-from GRAPH_TRACE. The figures: the traced span, its replay "
                "(baseline, vs the trace) and the\n  what-if's span, per layer call when the trace says how many "
                "it holds; gain = 1 - what-if / baseline.")
-    t.add_argument("trace", help="Kineto trace JSON (.json or .json.gz)")
+    t.add_argument("trace", nargs="+", help="Kineto trace JSON (.json or .json.gz); several: one per rank (vLLM "
+                                            "writes one per rank), replayed together aligned at their collectives")
     t.add_argument("--aux-region", metavar="NAME", help="record_function range to move to aux")
     t.add_argument("--aux-module", metavar="PATH",
                    help="module calls to move to aux: '/'-separated class names matched as a suffix of the "
@@ -87,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from simulator.kineto.replay import list_modules, run_whatif, selectors
     from simulator.outputs import check_outputs, dumps, write_json_atomic
 
+    if len(args.trace) > 1:
+        return _ranks(args)
+    args.trace = args.trace[0]
     if args.list_modules:
         from simulator.kineto.select import render_listing
 
@@ -112,6 +116,35 @@ def run(args: argparse.Namespace) -> int:
         print(dumps(report.to_json_dict()))
         return 0
     _print(report, args)
+    return 0
+
+
+def _ranks(args: argparse.Namespace) -> int:
+    from simulator.kineto.ranks import run_ranks
+    from simulator.outputs import dumps
+
+    given = [flag for flag, value in (("--durations-from", args.durations_from), ("--measured-us", args.measured_us),
+                                      ("--aux-kernels", args.aux_kernels), ("--trace-out", args.trace_out),
+                                      ("--list-modules", args.list_modules), ("--device", args.device),
+                                      ("--thread", args.thread)) if value not in (None, False)]
+    if given:
+        raise InputError(f"{', '.join(given)}: one trace at a time (not with several ranks)")
+    out = run_ranks(args.trace, args.aux_region, module=args.aux_module, join_after=args.join_after,
+                    join_after_module=args.join_after_module, serialize_aux=args.serialize_aux, launch=args.launch,
+                    profile=args.profile)
+    if args.json:
+        print(dumps(out))
+        return 0
+    print(f"{len(out['ranks'])} ranks aligned at {out['collectives']} collectives (--launch {out['launch']})")
+    for n, row in enumerate(out["ranks"]):
+        whatif = "" if row["whatif_us"] is None else f"   what-if {row['whatif_us']:12.3f} µs"
+        print(f"  rank {n}: baseline {row['baseline_us']:12.3f} µs{whatif}   (traced {row['measured_us']:.3f} µs; "
+              f"clock {row['clock_offset_us']:+.3f} µs; {row['trace']})")
+    step = "" if out["step_whatif_us"] is None else \
+        f"   what-if {out['step_whatif_us']:12.3f} µs (gain {out['step_gain']:+.2%})"
+    print(f"  step (slowest rank): baseline {out['step_baseline_us']:12.3f} µs{step}")
+    print(f"  profile: {out['profile']}")
+    print(f"  note: {out['note']}")
     return 0
 
 

@@ -54,6 +54,7 @@ class Item:
     outer_cpu: CpuOp | None = None
     blocked_us: float = 0.0
     contended: bool = False
+    transfer_us: float | None = None  # a collective's: it runs this long once its peers are there (comm.py)
 
 
 @dataclass(slots=True)
@@ -380,7 +381,7 @@ def stream_name(stream: int | str | None) -> str:
 
 
 def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch: LaunchMode,
-                    name: str = "trace", host_scale: float = 1.0) -> Program:
+                    name: str = "trace", host_scale: float = 1.0, comm_bounds: list[float] | None = None) -> Program:
     """The IR program of ``items``: traced host time between submission points (as-traced; multiplied by
     ``host_scale``, e.g. to take a profiler's own slowdown of the host out), or one graph replay of the same
     kernels (``graph``: the replay's host cost once, then the profile's node gap: a gap measured without a
@@ -390,6 +391,13 @@ def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch
         costs = profile.host_costs("graph")
     else:
         costs = HostCosts(**{**profile.host_costs("eager").model_dump(), "kernel_gap_us": host.gap_us})
+    if any(item.transfer_us is not None for item in items):  # collectives: bounded by their peers
+        from simulator.kineto.comm import bound_comm, traced_bounds  # (comm imports this module)
+
+        first = costs.replay_us if graph else 0.0
+        anchor = host.gpu_start - first - costs.kernel_gap_us if graph else host.origin_us
+        items = bound_comm(items, traced_bounds(items, anchor) if comm_bounds is None else comm_bounds, first,
+                           costs.kernel_gap_us + costs.join_gap_us)
     ops = []
     streams: dict[str, StreamSpec] = {}
     resume: float | None = None
@@ -427,6 +435,8 @@ def _ir_op(item: Item, host_us: float) -> Launch | Record | Wait | SetStream | S
         demand = item.demand
         assert gpu is not None and demand is not None
         dur = gpu.dur + item.blocked_us if item.contended else gpu.dur
+        if item.transfer_us is not None:
+            dur = item.transfer_us
         if not math.isfinite(dur):
             raise InputError(f"GPU op {gpu.name!r} at {gpu.ts} µs has a duration of {dur} µs")
         return Launch.model_construct(_SET[Launch], kernel=gpu.name or "<unnamed>", stream=stream, dur_us=dur,

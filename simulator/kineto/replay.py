@@ -16,6 +16,7 @@ from tqdm import tqdm
 from simulator.engine import simulate
 from simulator.errors import InputError
 from simulator.ir import gc_paused
+from simulator.kineto.comm import mark_comm
 from simulator.kineto.events import Trace
 from simulator.kineto.overlay import overlay_durations
 from simulator.kineto.program import (
@@ -259,6 +260,11 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         attach_demand(host.items, trace, host.device, prof)
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
+    comms = mark_comm(host.items, prof)
+    if comms:
+        notes.append(f"{comms} collective kernels replayed as waits: each ends no earlier than its traced end (its "
+                     f"peers' arrival) and its start plus a transfer time from {prof.name}'s link figures, holding "
+                     "few SMs meanwhile")
     del trace
     move = serialize_aux_streams(host) if serialize_aux else \
         move_region(host, what, prof, launch, join) if what is not None else \
