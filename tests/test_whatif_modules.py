@@ -183,3 +183,13 @@ def test_forward_frames_stand_in_for_module_events(tmp_path: Path) -> None:
                         progress=False)
     assert (report.instances, report.moved) == (1, 2)
     assert report.whatif_us == pytest.approx(140.0)  # the same move as by class path (hand timeline above)
+
+
+def test_help_shows_the_vllm_workflow(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli_main.main(["whatif", "trace", "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    for needle in ("--aux-module PATH", "--list-modules", "vLLM workflow", "torch_profiler_dir", "--durations-from",
+                   "--serialize-aux", "slowest rank"):
+        assert needle in text, needle

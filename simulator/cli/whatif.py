@@ -37,9 +37,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                "  3. moesim whatif trace DIR/TRACE.json.gz --aux-module DeepseekV2MoE/DeepseekV2MLP \\\n"
                "       --measured-us US     # the traced span's time measured without the profiler, if known\n"
                "  For CUDA graphs, trace the same steps eagerly and once with graphs: the eager trace as TRACE, "
-               "--launch graph,\n  --durations-from GRAPH_TRACE. The figures: the traced span, its replay "
-               "(baseline, vs the trace) and the\n  what-if's span, per layer call when the trace says how many "
-               "it holds; gain = 1 - what-if / baseline.")
+               "--launch graph,\n  --durations-from GRAPH_TRACE (a graph trace alone: --aux-kernels by position, "
+               "see --list-modules).\n"
+               "  DP attention + EP: give every rank's trace (R0.json.gz R1.json.gz ...): collectives (NCCL, "
+               "DeepEP, custom all-reduce)\n  are waits for the slowest rank, the step is the slowest rank's span. "
+               "--serialize-aux asks the reverse of a\n  multi-stream trace (what switching the overlap off "
+               "gives).\n"
+               "  The figures: the traced span, its replay (baseline, vs the trace) and the what-if's span, per "
+               "layer call when the\n  trace says how many it holds; gain = 1 - what-if / baseline.")
     t.add_argument("trace", nargs="+", help="Kineto trace JSON (.json or .json.gz); several: one per rank (vLLM "
                                             "writes one per rank), replayed together aligned at their collectives")
     t.add_argument("--aux-region", metavar="NAME", help="record_function range to move to aux")
