@@ -1,8 +1,10 @@
 """Streaming reader of Kineto / Chrome-trace JSON (plain or gzipped) into compact :class:`Trace` records.
 
-The file is fed in chunks to ijson's push parsers, so memory grows with the events kept (a few small
-tuples per GPU op, API call, range and operator), never with the file: python stacks, memory events and
-unknown categories are dropped as they stream past. A tqdm bar on stderr counts the bytes read.
+The event list is read in blocks, cut into runs of whole events and each run decoded by a C JSON decoder
+(orjson when installed, else the standard library's); files it cannot cut (another layout, or malformed) go
+through ijson's push parsers. Either way memory grows with the events kept (a few small tuples per GPU op, API
+call, range, module call and operator), never with the file: other python events, memory events and unknown
+categories are dropped as they stream past. A tqdm bar on stderr counts the bytes read.
 """
 
 from __future__ import annotations
@@ -39,8 +41,6 @@ _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gp
              "memset": "memset", "concurrent kernel": "kernel"}
 _API_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver", "hip_runtime", "hip_driver"}
 _OP_CATS = {"cpu_op", "operator"}
-_IGNORED = {"python_function", "gpu_user_annotation", "cpu_instant_event", "trace", "overhead",
-            "python", "fwdbwd"}
 
 
 def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
