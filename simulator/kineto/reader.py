@@ -41,6 +41,11 @@ _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gp
              "memset": "memset", "concurrent kernel": "kernel"}
 _API_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver", "hip_runtime", "hip_driver"}
 _OP_CATS = {"cpu_op", "operator"}
+# operators that never launch GPU work, so never enclose a launch: not kept (half the operators of a trace)
+_NO_GPU_WORK = frozenset(f"aten::{op}" for op in (
+    "as_strided", "empty", "empty_strided", "empty_like", "slice", "view", "transpose", "t", "expand", "unsqueeze",
+    "squeeze", "permute", "resolve_conj", "resolve_neg", "detach", "alias", "_unsafe_view", "select", "narrow",
+    "split", "resize_", "lift_fresh", "_reshape_alias", "result_type"))
 
 
 def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
@@ -81,6 +86,8 @@ def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
         raise InputError(f"{path}: not a Kineto/Chrome trace (no 'traceEvents' list)")
     if all(op.corr is not None for op in trace.gpu_ops):
         trace.flows.clear()  # they only stand in for a GPU op's missing correlation id
+    if trace.modules:
+        trace.frames.clear()  # forward frames only stand in for missing module events
     return trace
 
 
@@ -326,6 +333,9 @@ class _Sink:
         elif cat == "user_annotation":
             trace.ranges.append(Range(name, _int(ev.get("pid"), 0), _tid(ev.get("tid")), ts, dur))
         elif cat in _OP_CATS:
+            if name in _NO_GPU_WORK:
+                self._skip("cpu_op without GPU work")
+                return
             trace.cpu_ops.append(CpuOp(name, _tid(ev.get("tid")), ts, dur, self._shapes(args.get("Input Dims")),
                                        self._types(args.get("Input type"))))
         elif cat == "cuda_sync":
