@@ -1,8 +1,10 @@
 """Leave one preset out: refit the profile without each preset in turn and predict that preset's cases.
 
 For every preset of the measurements' ``cases.json``, ``calibration.fit.fit_profile`` runs with that preset
-held out (its traces, its layer gains and its cases never enter the fit; no token count is held out), and
-``calibration.validate.evaluate`` scores its cases: graph and eager median / p90 |error| and whether the
+held out (its traces, its layer gains, its graph co-runs and its cases never enter the fit; no token count is
+held out), and
+``calibration.validate.evaluate`` scores its cases (with the decode folder: also its rank variants' graph
+cases): graph and eager median / p90 |error| and whether the
 multi_stream gain sign is right where the measured |gain| exceeds the mode's threshold.
 
     PYTHONPATH=. python benchmarks/leave_one_preset_out.py [--markdown]
@@ -19,15 +21,20 @@ from tqdm import tqdm
 
 from calibration.fit import fit_profile
 from calibration.validate import evaluate, load_cases
+from simulator.workloads.ranks import split_rank_name
 
 FOLDER = "calibration/measurements/h200/2026-12-02"
+DECODE = "calibration/measurements/h200/2026-12-03"
 TARGET_GRAPH_MEDIAN = 0.03
 
 
-def held_out(preset: str, cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """The preset's validation figures under a profile fitted without it."""
-    profile = fit_profile(FOLDER, f"h200-without-{preset}", holdout_presets=[preset], holdout_tokens=[])
-    report = evaluate(profile, [c for c in cases if c["preset"] == preset], holdout_presets=[preset])
+def held_out(preset: str, cases: list[dict[str, Any]], decode: bool) -> dict[str, Any]:
+    """The preset's validation figures under a profile fitted without it (``decode``: as ``moesim calibrate
+    --decode``, the held-out preset's graph co-runs left out too)."""
+    profile = fit_profile(FOLDER, f"h200-without-{preset}", holdout_presets=[preset], holdout_tokens=[],
+                          decode=DECODE if decode else None)
+    mine = [c for c in cases if split_rank_name(str(c["preset"]))[0] == preset]  # the preset and its rank variants
+    report = evaluate(profile, mine, holdout_presets=sorted({str(c["preset"]) for c in mine}))
     out: dict[str, Any] = {"preset": preset}
     for mode, entry in report["per_mode"].items():
         signs = entry["sign_agreement"]
@@ -60,10 +67,14 @@ def _pct(x: float | None) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-decode", action="store_true", help=f"fit without the decode-regime folder {DECODE}")
     args = ap.parse_args(argv)
     cases = [c for c in load_cases(FOLDER) if c.get("device", "cuda") != "cpu"]
-    presets = sorted({str(c["preset"]) for c in cases})
-    rows = [held_out(p, cases) for p in tqdm(presets, desc="refits", disable=not sys.stderr.isatty())]
+    presets = sorted({split_rank_name(str(c["preset"]))[0] for c in cases})
+    if not args.no_decode:
+        cases += load_cases(f"{DECODE}/kernels_real9", eager_rerun=False)
+    bar = tqdm(presets, desc="refits", disable=not sys.stderr.isatty())
+    rows = [held_out(p, cases, not args.no_decode) for p in bar]
     print(json.dumps(rows, indent=1) if args.json else markdown(rows))
     return 0
 

@@ -37,6 +37,8 @@ from calibration.validate import (
 from simulator.decisions import score, verdict
 from simulator.errors import InputError
 from simulator.profile import Profile, load_profile
+from simulator.workloads.presets import get_preset
+from simulator.workloads.ranks import split_rank_name
 
 HOST_KEYS = ("launch_us", "record_us", "wait_us", "set_stream_us", "sync_us", "replay_us", "node_gap_us",
              "kernel_gap_us")
@@ -349,19 +351,20 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         doc["measurements"] = files
         profile = Profile.model_validate(doc)
     if decode is not None:
-        profile = fit_decode(profile, resolve(decode), say)
+        profile = fit_decode(profile, resolve(decode), say, holdout_presets)
     return profile
 
 
-def fit_decode(profile: Profile, folder: Path, say: Progress) -> Profile:
+def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: Sequence[str] = ()) -> Profile:
     """The graph fork/join cost (``host.graph_join_us``) and the sharing form fitted on the decode-regime
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
     S|RG pairs, no layer-level gain in any fit); then the decisions it makes on the folder's bench runs."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
     if not path.exists():
         raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
-    records = load_records(path)
-    where = f"{_rel(path)}, {len(records)} configurations"
+    held = {get_preset(p).name for p in holdout_presets}
+    records = [r for r in load_records(path) if split_rank_name(get_preset(r["preset"]).name)[0] not in held]
+    where = f"{_rel(path)}, {len(records)} configurations" + (f" (presets held out: {sorted(held)})" if held else "")
     join = graph_join_us(records)
     doc = json.loads(profile.model_dump_json())
     doc["host"]["graph_join_us"] = _fig(join["empty_median_us"],
