@@ -35,8 +35,7 @@ MEASUREMENTS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-02"
 SELF = "python benchmarks/regen_docs.py --print "
 F_RUNS = ("kernels_real6", "kernels_real6_repeat", "kernels_real7", "kernels_real7_repeat", "kernels_real8",
           "kernels_real8_repeat")
-EARLIER = (("E", ("kernels_real5",)), ("D", ("graph_probe",)), ("A", ("kernels_real4",)), ("B", ("kernels_real3",)),
-           ("C", ()))
+EARLIER = (("E", ("kernels_real5",)), ("A", ("kernels_real4",)), ("B", ("kernels_real3",)), ("C", ()))
 
 
 @dataclass(frozen=True)
