@@ -41,6 +41,12 @@ _GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gp
              "memset": "memset", "concurrent kernel": "kernel"}
 _API_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver", "hip_runtime", "hip_driver"}
 _OP_CATS = {"cpu_op", "operator"}
+# runtime calls that only query or set attributes: never launch, record, wait or synchronize (not kept)
+_QUERIES = frozenset(f"{api}{call}" for api in ("cuda", "hip") for call in (
+    "OccupancyMaxActiveBlocksPerMultiprocessor", "OccupancyMaxActiveBlocksPerMultiprocessorWithFlags",
+    "DeviceGetAttribute", "DriverGetVersion", "RuntimeGetVersion", "PeekAtLastError", "GetLastError",
+    "FuncSetAttribute", "FuncGetAttributes", "GetDevice", "SetDevice", "GetDeviceCount", "GetDeviceProperties",
+    "StreamIsCapturing", "StreamGetCaptureInfo", "PointerGetAttributes", "GetFuncBySymbol", "GetDriverEntryPoint"))
 # operators that never launch GPU work, so never enclose a launch: not kept (half the operators of a trace)
 _NO_GPU_WORK = frozenset(f"aten::{op}" for op in (
     "as_strided", "empty", "empty_strided", "empty_like", "slice", "view", "transpose", "t", "expand", "unsqueeze",
@@ -326,6 +332,9 @@ class _Sink:
         if cat in _GPU_CATS:
             self._gpu(_GPU_CATS[cat], name, ev, args, ts, dur)
         elif cat in _API_CATS:
+            if name in _QUERIES:
+                self._skip("runtime queries")
+                return
             trace.host_calls.append(HostCall(name, _int(ev.get("pid"), 0), _tid(ev.get("tid")), ts, dur,
                                              _int(args.get("correlation"), None)))
         elif cat == "python_function":
