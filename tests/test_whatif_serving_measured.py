@@ -5,8 +5,9 @@ measured with CUDA events in the same run). Skipped where no such folder is comm
 
 Graph: the sequential eager trace replayed as one graph (``--launch graph``) with the sequential graph trace's
 kernel durations, shared experts moved by module path, against the measured multi-stream graph forward (issue
-16's target: within 5 % for the worst case). The reverse: the multi-stream eager trace with its aux stream
-serialized, against the measured sequential graph forward, under the same target.
+16's target for graph what-ifs: median within 2 %, worst within 5 %; each folder holds one case, held to 2 %).
+The reverse: the multi-stream eager trace with its aux stream serialized, against the measured sequential graph
+forward, within 5 % (its overlapped kernels keep their slowed durations: it reads high).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def test_graph_whatif_within_five_percent_of_measured_multi_stream(path: Path) -
     report = run_whatif(folder / record["traces"]["sequential_eager"], None, module=SHARED, launch="graph",
                         durations_from=folder / record["traces"]["sequential_graph"], progress=False)
     assert report.instances == record["moe_layers"] * record["steps_per_trace"]
-    assert report.whatif_layer_us == pytest.approx(measured, rel=0.05)
+    assert report.whatif_layer_us == pytest.approx(measured, rel=0.02)
 
 
 @pytest.mark.skipif(not FIXTURES, reason="no measured serving_fixture folder under calibration/measurements")
