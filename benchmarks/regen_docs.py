@@ -97,6 +97,21 @@ def _fit() -> str:
     return fit_markdown(_profile())
 
 
+DECODE_RUN = "calibration/measurements/h200/2026-12-03/kernels_real9"
+
+
+def _decisions() -> str:
+    import decisions as dec  # benchmarks/decisions.py (this folder is on sys.path when run as a script)
+
+    return dec.markdown(dec.points_of([DECODE_RUN], "h200"), 0.005, _profile().describe(), [DECODE_RUN]) + "\n"
+
+
+def _corun_forms() -> str:
+    from calibration.validation_markdown import corun_forms_markdown
+
+    return corun_forms_markdown(_profile())
+
+
 def _experts_hit() -> str:
     from simulator.workloads.moe_layer import expected_touched_experts, touched_experts
     from simulator.workloads.presets import get_preset
@@ -131,6 +146,9 @@ BLOCKS: dict[str, Block] = {
                            lambda: _moesim_text("validate", "--profile", "h200", "--markdown")),
     "validate-fit": Block(VALIDATION, SELF + "validate-fit", _fit),
     "validate-sharing": Block(VALIDATION, SELF + "validate-sharing", _sharing),
+    "decode-corun-forms": Block(VALIDATION, SELF + "decode-corun-forms", _corun_forms),
+    "decode-decisions": Block(VALIDATION, f"python benchmarks/decisions.py --run {DECODE_RUN} --profile h200",
+                              _decisions),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
     "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),

@@ -164,4 +164,37 @@ def sharing_markdown(profile: Profile, cases: Sequence[dict[str, Any]]) -> str:
         *_table(["form", "fitted parameters", "co-run sides, held out (alternate halves): median / p90",
                  "calibration layer gains: median error",
                  f"held-out graph multi_stream cases ({len(held)}): median / p90"], ["---"] * 5, rows),
-        "", f"Kept: **{profile.interference.form}**. The fit's reason: {fit.get('why', 'none recorded')}."]) + "\n"
+        "", _kept_line(profile, fit)]) + "\n"
+
+
+def _kept_line(profile: Profile, fit: dict[str, Any]) -> str:
+    if profile.fit.get("interference_graph"):
+        return (f"These eager co-run fits are not the profile's model: its sharing form comes from the co-runs "
+                f"inside CUDA graphs (next table). The eager fit's reason: {fit.get('why', 'none recorded')}.")
+    return f"Kept: **{profile.interference.form}**. The fit's reason: {fit.get('why', 'none recorded')}."
+
+
+def corun_forms_markdown(profile: Profile) -> str:
+    """The sharing forms compared on the decode-regime co-runs inside graphs (``profile.fit['interference_graph']``:
+    fitted on the R/G pairs, scored on the held-out S|RG pairs) and the measured graph fork/join cost."""
+    forms = profile.fit.get("interference_graph")
+    if not forms:
+        return f"Profile {profile.describe()} was not fitted on graph co-runs (`moesim calibrate --decode`).\n"
+    rows = []
+    for form, entry in forms.items():
+        fit, held = entry["fit_pair_time_error"], entry["held_out_pair_time_error"]
+        overlap = entry["held_out_overlap_error_points"]
+        name = f"**{form}**" if form == profile.interference.form else form
+        rows.append([name, ", ".join(f"{k} {v}" for k, v in entry["params"].items()) or "— (unfitted)",
+                     f"{_pct(fit.get('median_abs'))} / {_pct(fit.get('p90_abs'))} (n = {fit.get('n')})",
+                     f"{_pct(held.get('median_abs'))} / {_pct(held.get('p90_abs'))} (n = {held.get('n')})",
+                     f"{overlap.get('median_abs', 0):.2f} / {overlap.get('p90_abs', 0):.2f} / "
+                     f"{overlap.get('max_abs', 0):.2f}"])
+    join = profile.host.graph_join_us
+    lines = _table(["form", "fitted parameters", "fitted pairs' time: median / p90",
+                    "held-out S|RG pairs' time: median / p90", "held-out overlap error, points: median / p90 / max"],
+                   ["---"] * 5, rows)
+    units = "; ".join(f"`{k}`: {v}" for k, v in profile.interference.units.items())
+    return "\n".join([*lines, "", f"Kept: **{profile.interference.form}** ({units}).",
+                      f"Graph fork/join: {join.value:.2f} µs — {join.source}." if join else
+                      "Graph fork/join: not measured."]) + "\n"

@@ -48,13 +48,17 @@ def test_two_bandwidth_bound_branches_split_the_bandwidth():
     assert simulated_us(pair_program(p, "S|G", HostCosts()), FluidSharing()) == pytest.approx(20.0)
 
 
-def test_graph_join_is_the_empty_fork_join_minus_the_chain():
+def test_graph_join_pools_both_fork_joins_of_the_short_chains():
+    """Short chains only (the 4000 µs one is left out): empty 2.5, 2, 3; tiny 4, 3, 4; pooled median 3."""
     recs = [{"median_us": {"RG": 10.0, "RG+fj0": 12.5, "RG+fj1": 14.0}},
             {"median_us": {"RG": 20.0, "RG+fj0": 22.0, "RG+fj1": 23.0}},
-            {"median_us": {"RG": 5.0, "RG+fj0": 8.0, "RG+fj1": 9.0}}]
+            {"median_us": {"RG": 5.0, "RG+fj0": 8.0, "RG+fj1": 9.0}},
+            {"median_us": {"RG": 4000.0, "RG+fj0": 3900.0, "RG+fj1": 3950.0}}]
     got = graph_join_us(recs)
     assert got["empty_median_us"] == pytest.approx(2.5)
     assert got["tiny_median_us"] == pytest.approx(4.0)
+    assert got["median_us"] == pytest.approx(3.0)
+    assert got["n"] == 3
 
 
 def test_scaling_matches_the_solo_graph_time_and_keeps_bytes():
