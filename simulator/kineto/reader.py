@@ -51,7 +51,7 @@ _QUERIES = frozenset(f"{api}{call}" for api in ("cuda", "hip") for call in (
 _NO_GPU_WORK = frozenset(f"aten::{op}" for op in (
     "as_strided", "empty", "empty_strided", "empty_like", "slice", "view", "transpose", "t", "expand", "unsqueeze",
     "squeeze", "permute", "resolve_conj", "resolve_neg", "detach", "alias", "_unsafe_view", "select", "narrow",
-    "split", "resize_", "lift_fresh", "_reshape_alias", "result_type"))
+    "split", "resize_", "lift_fresh", "_reshape_alias", "result_type", "numpy_T", "mT", "mH"))
 
 
 def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
@@ -367,7 +367,7 @@ class _Sink:
             self.trace.modules.append(Range(self._s(_INSTANCE.sub("", name[11:])), _int(ev.get("pid"), 0),
                                             _tid(ev.get("tid")), ts, dur, "module"))
             return
-        frame = _FORWARD.search(name)
+        frame = _FORWARD.search(name) if not self.trace.modules else None  # frames only stand in for modules
         if frame is not None:
             self.trace.frames.append(Range(self._s(frame.group(1)), _int(ev.get("pid"), 0), _tid(ev.get("tid")),
                                            ts, dur, "module"))
