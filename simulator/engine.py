@@ -17,17 +17,16 @@ Speed: records, waits and stream switches only change queue order, never device 
 folded into the next launch's delay. The host runs ahead without a SimPy event while its next call falls
 strictly before the next scheduled event and only appends to streams that are busy (so it cannot change any
 start time); it sleeps on an event when that call would start work, at a tie with another event, and blocks at
-a sync or a full queue. Events go straight onto SimPy's queue as ``(time, priority, id, event)``, as
-``Environment.schedule`` puts them (SimPy 4's ``_queue`` and ``_eid``: hence simpy < 5 in pyproject), each
-taking its id when the first engine would have created its timeout: events at the same time then run in that
-engine's order, even when one is pushed later. That lets a kernel's completion wait until the end of the
-callback that changed its rate (a rate re-solved twice at one instant, as when two kernels start together,
-schedules one completion, not two), and a host wake-up wait until the callback shows whether the host can run
-ahead instead. Eager programs are translated in one pass from the ops (programs that capture graphs go through
-:func:`expand` first) into flat tuples; the default fluid model's one- and two-kernel cases are solved inline
-with the same arithmetic as :class:`FluidSharing` (pairs remembered per pair of demands), host spans are built
-only when read, and the garbage collector is paused while the engine runs (a run leaves no reference cycles: a
-kernel lets go of its completion event once it ends).
+a sync or a full queue. Events are queued at exact times through :mod:`simulator.simpy_adapter`, each taking its
+id when the first engine would have created its timeout: events at the same time then run in that engine's
+order, even when one is pushed later. That lets a kernel's completion wait until the end of the callback that
+changed its rate (a rate re-solved twice at one instant, as when two kernels start together, schedules one
+completion, not two), and a host wake-up wait until the callback shows whether the host can run ahead instead.
+Eager programs are translated in one pass from the ops (programs that capture graphs go through :func:`expand`
+first) into :class:`PlanEntry` records, each launch's kernel made then; under the default fluid model a
+kernel's solo rate is solved once per distinct demand and the rates of a pair once per pair of demands
+(:meth:`FluidSharing.pair_rates`), host spans are built only when read, and the garbage collector is paused
+while the engine runs (a run leaves no reference cycles: a kernel lets go of its completion event once it ends).
 """
 
 from __future__ import annotations
@@ -35,66 +34,96 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable
 from functools import partial
-from heapq import heappush
 from itertools import repeat
 from operator import itemgetter
-from typing import Any, TypeVar
-
-import simpy
-from simpy.events import NORMAL, Event
+from typing import TypeVar
 
 from simulator.expand import default_costs, expand, never_recorded
 from simulator.ir import Op, Program, gc_paused
 from simulator.result import FlowArrow, HostSpan, KernelRun, SimResult
-from simulator.sharing import Demand, FluidSharing, SharingModel, water_fill
+from simulator.sharing import Demand, FluidSharing, SharingModel
+from simulator.simpy_adapter import Due, Scheduler
 
 _EPS = 1e-9
-_INFINITY = float("inf")
 _tuple_new = tuple.__new__
-_new = object.__new__
 _T = TypeVar("_T")
 
-# What the host does with each issued op (the first field of a plan entry).
+# What the host does with each issued op (a plan entry's ``what``).
 _LAUNCH, _SYNC, _RECORD, _WAIT, _WAIT_STREAM, _HOLD = range(6)
 # Op kinds that only ``expand`` unrolls.
 _CAPTURE_KINDS = frozenset({"capture_begin", "capture_end", "replay"})
 
 
-class _Due(Event):
-    """An event put straight onto SimPy's queue. ``Environment.step`` reads only ``callbacks`` (which it
-    replaces with None, so a list of callbacks can be shared by many events) and ``_ok``; ``_value`` carries
-    the kernel. Made by :func:`_due`, or inline on the hot paths, without ``Event.__init__``."""
-
-    _ok = True
-
-
-def _due(callbacks: list[Callable[[Any], None]], value: object) -> _Due:
-    event = _new(_Due)
-    event.callbacks = callbacks
-    event._value = value
-    return event
+# The engine's records are made by plain functions (``_kernel``, ``_plan_entry``, ``_wait_item``) that call the
+# class without ``__init__`` and set the fields: Python 3.11 runs an ``__init__`` in a fresh interpreter frame, a
+# plain function inline (with ``__init__`` methods the engine spends ~2 % more instructions per kernel).
 
 
 class _Kernel:
+    """A launched kernel: what it is (set when the plan is made), then its progress on the device.
+
+    ``index``: its op's index; ``gap``: the device gap before it starts; ``replay``: the replay it belongs to
+    (None: eager); ``remaining``: solo µs of work left; ``demand_id``: equal demands share one; ``solo``: its
+    rate alone under the default fluid model (0 under another model: not read); ``queued``: its completion is
+    still to be pushed. Set when it starts: ``start``, ``updated`` (when ``remaining`` was last brought up to
+    date) and ``rate``; when its rate changes: ``at`` and ``eid`` (its completion's time and event id), then
+    ``event`` (the completion pushed; an earlier one is superseded)."""
+
     __slots__ = ("at", "demand", "demand_id", "eid", "event", "gap", "index", "name", "queued", "rate", "region",
                  "remaining", "replay", "solo", "start", "stream", "updated")
 
-    def __init__(self, plan: tuple) -> None:
-        _, _, self.index, self.stream, self.gap, self.replay, self.name, self.region, self.remaining, self.demand, \
-            self.demand_id, self.solo = plan
-        self.queued = False  # its completion is still to be pushed
-        # Set when it starts: ``start``, ``updated`` (when ``remaining`` was last brought up to date) and
-        # ``rate``; when its rate changes: ``at`` and ``eid`` (its completion's time and event id), then
-        # ``event`` (the completion pushed; an earlier one is superseded).
+
+def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: str, region: str | None,
+            dur_us: float, demand: Demand, demand_id: int, solo: float) -> _Kernel:
+    kernel = _Kernel()
+    kernel.index = index
+    kernel.stream = stream
+    kernel.gap = gap
+    kernel.replay = replay
+    kernel.name = name
+    kernel.region = region
+    kernel.remaining = dur_us
+    kernel.demand = demand
+    kernel.demand_id = demand_id
+    kernel.solo = solo
+    kernel.queued = False
+    return kernel
+
+
+class PlanEntry:
+    """One op as the host issues it: ``what`` it does (``_LAUNCH`` ... ``_HOLD``), its ``host_us`` and its op
+    ``index``; ``stream``: the stream it acts on (launch, record, wait, wait_stream); ``event``: the event
+    recorded or waited on, or a wait_stream's flow label; ``on``: the stream a wait_stream waits for;
+    ``kernel``: the kernel a launch queues."""
+
+    __slots__ = ("event", "host_us", "index", "kernel", "on", "stream", "what")
+
+
+def _plan_entry(what: int, host_us: float, index: int, stream: _Stream | None, event: str, on: _Stream | None,
+                kernel: _Kernel | None) -> PlanEntry:
+    entry = PlanEntry()
+    entry.what = what
+    entry.host_us = host_us
+    entry.index = index
+    entry.stream = stream
+    entry.event = event
+    entry.on = on
+    entry.kernel = kernel
+    return entry
 
 
 class _WaitItem:
+    """A wait queued on a stream: for ``target``'s first ``count`` items; ``event`` labels its flow arrow."""
+
     __slots__ = ("count", "event", "target")
 
-    def __init__(self, target: _Stream, count: int, event: str) -> None:
-        self.target = target
-        self.count = count
-        self.event = event
+
+def _wait_item(target: _Stream, count: int, event: str) -> _WaitItem:
+    item = _WaitItem()
+    item.target = target
+    item.count = count
+    item.event = event
+    return item
 
 
 class _Stream:
@@ -120,18 +149,14 @@ class Engine:
     def __init__(self, program: Program, sharing: SharingModel | None = None) -> None:
         self.program = program
         self.sharing = sharing or FluidSharing()
-        self.env = simpy.Environment()
-        self._eids = self.env._eid  # the counter SimPy numbers its events with
+        self.scheduler = Scheduler()
+        self.now = 0.0  # the time of the event whose callbacks run
         self.streams = {name: _Stream(name, spec.kind) for name, spec in program.streams.items()}
         blocking = [s for s in self.streams.values() if s.kind == "blocking"]
         default = [s for s in self.streams.values() if s.kind == "default"]
         for s in self.streams.values():
             s.legacy = blocking if s.kind == "default" else default if s.kind == "blocking" else []
-        fluid = self.sharing if type(self.sharing) is FluidSharing else None
-        self._fluid = fluid
-        if fluid is not None:
-            keep = 1.0 - fluid.overlap_penalty
-            self._capacity = (fluid.sm_capacity * keep, fluid.bw_capacity * keep, fluid.tc_capacity * keep)
+        self._fluid = self.sharing if type(self.sharing) is FluidSharing else None
         self.events: dict[str, tuple[_Stream, int]] = {}
         self.running: list[_Kernel] = []
         self.outstanding = 0
@@ -140,7 +165,7 @@ class Engine:
         self._host_log: list[float] = []  # flat (host time, first plan entry, end) per costed batch
         self.flows: list[FlowArrow] = []
         self.host_end = 0.0
-        self._plan: list[tuple] = []
+        self._plan: list[PlanEntry] = []
         self._next = 0
         self._held_from = 0  # the first plan entry of the records and waits held since the last launch
         self._held_cost = 0.0
@@ -149,7 +174,7 @@ class Engine:
         self._depth = program.host.queue_depth
         self._wake: tuple[float, int] | None = None  # (time, event id) of a host wake-up not yet pushed
         self._due: list[_Kernel] = []  # kernels whose completion is still to be pushed
-        self._pairs: dict[tuple[int, int], tuple[float, ...]] = {}
+        self._pairs: dict[tuple[int, int], tuple[float, float]] = {}  # fluid rates per pair of demand ids
         self._on_complete = [self._complete]  # callback lists shared by the events pushed
         self._on_gap = [self._gap_passed]
         self._on_wake = [self._host_wake]
@@ -164,7 +189,7 @@ class Engine:
         self._plan, warnings = self._translate_program()
         self._host_run(0.0, False)
         self._callback_done()
-        self.env.run()
+        self.scheduler.run()
         stuck = [s.name for s in self.streams.values() if s.queue]
         if stuck or self._next < len(self._plan):
             raise RuntimeError(f"simulation stalled; streams with queued work: {stuck}")
@@ -173,8 +198,8 @@ class Engine:
         kernels.sort(key=itemgetter(3, 4, 0))  # (start_us, end_us, index)
         log = self._host_log
         plan = self._plan
-        costs = list(map(itemgetter(1), plan)) if log else []
-        indices = list(map(itemgetter(2), plan)) if log else []
+        costs = [entry.host_us for entry in plan] if log else []
+        indices = [entry.index for entry in plan] if log else []
         self._plan = []  # freed while the collector is paused: only the results outlive the run
         return SimResult(
             makespan_us=makespan,
@@ -187,7 +212,7 @@ class Engine:
         )
 
     # -- plan ---------------------------------------------------------------------------------------
-    def _translate_program(self) -> tuple[list[tuple], list[str]]:
+    def _translate_program(self) -> tuple[list[PlanEntry], list[str]]:
         """The plan and the warnings: straight from the ops, or from :func:`expand` if graphs are captured."""
         ops = self.program.ops
         plan, warnings = self._translate(zip(ops, range(len(ops)), repeat(None), repeat(None)))
@@ -198,11 +223,10 @@ class Engine:
         return plan, warnings
 
     def _translate(self, issued: Iterable[tuple[Op, int, float | None, int | None]]
-                   ) -> tuple[list[tuple] | None, list[str]]:
-        """Issued ops ``(op, index, host_us, replay)`` as flat plan entries ``(what, host_us, index, ...)``,
-        and warnings about waits on events not recorded before; ``host_us`` None: the op's own or the
-        program's default. None for the plan when an op is one only :func:`expand` unrolls. Equal demands
-        share one id (and their solo rate is solved once)."""
+                   ) -> tuple[list[PlanEntry] | None, list[str]]:
+        """Issued ops ``(op, index, host_us, replay)`` as plan entries, and warnings about waits on events not
+        recorded before; ``host_us`` None: the op's own or the program's default. None for the plan when an op
+        is one only :func:`expand` unrolls. Equal demands share one id (and their solo rate is solved once)."""
         streams = self.streams
         host = self.program.host
         costs = default_costs(host)
@@ -210,7 +234,7 @@ class Engine:
         join_gaps = (host.join_gap_us, host.node_join_gap_us)
         recorded_on: dict[str, str] = {}
         joined: set[str] = set()  # streams whose next kernel follows a wait on another stream's event
-        solo = self._solo_rate
+        solo = self._fluid.solo_rate if self._fluid is not None else _not_solved
         demands: dict[Demand, tuple[int, float]] = {}
         recorded: set[str] = set()
         warnings: list[str] = []
@@ -232,46 +256,44 @@ class Engine:
                 if joined and fields["stream"] in joined:
                     joined.discard(fields["stream"])
                     gap += join_gaps[replay is not None]
-                append((_LAUNCH, cost, index, streams[fields["stream"]], gap, replay,
-                        fields["kernel"], fields["region"], fields["dur_us"], demand, known[0], known[1]))
+                stream = streams[fields["stream"]]
+                kernel = _kernel(index, stream, gap, replay, fields["kernel"], fields["region"], fields["dur_us"],
+                                 demand, known[0], known[1])
+                append(_plan_entry(_LAUNCH, cost, index, stream, "", None, kernel))
             elif kind == "record":
                 event = fields["event"]
                 recorded.add(event)
                 recorded_on[event] = fields["stream"]
-                append((_RECORD, cost, index, streams[fields["stream"]], event))
+                append(_plan_entry(_RECORD, cost, index, streams[fields["stream"]], event, None, None))
             elif kind == "wait":
                 event = fields["event"]
                 if event not in recorded:
                     warnings.append(never_recorded(index, event))
                 elif recorded_on[event] != fields["stream"]:
                     joined.add(fields["stream"])
-                append((_WAIT, cost, index, streams[fields["stream"]], event))
+                append(_plan_entry(_WAIT, cost, index, streams[fields["stream"]], event, None, None))
             elif kind == "sync":
-                append((_SYNC, cost, index))
+                append(_plan_entry(_SYNC, cost, index, None, "", None, None))
             elif kind == "wait_stream":
                 on = fields["on"]
                 if on != fields["stream"]:
                     joined.add(fields["stream"])
-                append((_WAIT_STREAM, cost, index, streams[fields["stream"]], streams[on], f"wait_stream:{on}"))
+                append(_plan_entry(_WAIT_STREAM, cost, index, streams[fields["stream"]], f"wait_stream:{on}",
+                                   streams[on], None))
             elif replay is None and kind in _CAPTURE_KINDS:
                 return None, warnings
             else:
-                append((_HOLD, cost, index))
+                append(_plan_entry(_HOLD, cost, index, None, "", None, None))
         return plan, warnings
-
-    def _solo_rate(self, demand: Demand) -> float:
-        """The default model's rate for a kernel running alone (0 under another model: not read)."""
-        return self._fluid.rates([demand])[0] if self._fluid is not None else 0.0
 
     # -- host ---------------------------------------------------------------------------------------
     def _host_run(self, t: float, nested: bool) -> None:
         """Issue ops from host time ``t`` until the host must spend time (before a launch or sync) or block.
 
-        ``t`` is ``env.now``, or later while the host runs ahead (nothing is scheduled before ``t`` then,
+        ``t`` is ``self.now``, or later while the host runs ahead (nothing is scheduled before ``t`` then,
         and only what cannot depend on the time is done ahead). ``nested``: called from inside another
         event's callback, which may still schedule events: the host's next wake-up is settled when that
         callback ends. Nothing called from here re-enters it, so the cursor lives in a local."""
-        env = self.env
         plan = self._plan
         end = len(plan)
         held_from = self._held_from
@@ -280,21 +302,21 @@ class Engine:
         self._blocked = None
         while i < end:
             item = plan[i]
-            what = item[0]
+            what = item.what
             if what >= _RECORD:
-                cost += item[1]
+                cost += item.host_us
                 i += 1
                 continue
             if not self._paid:
                 self._paid = True
-                delay = cost + item[1]
+                delay = cost + item.host_us
                 if delay > 0:
                     self._next = i
                     self._held_cost = cost
                     self._host_log += (t, held_from, i + 1)
                     t += delay
                     if nested:
-                        self._wake = (t, next(self._eids))  # the id its timeout would have taken now
+                        self._wake = (t, self.scheduler.new_id())  # the id its timeout would have taken now
                         return
                     if t >= self._peek():
                         self._sleep_until(t)
@@ -307,7 +329,7 @@ class Engine:
             # Issued ahead of time (t > now) only if doing it now does what doing it at t would, nothing on
             # the device happening in between: records and waits only append (a stream that is not busy has
             # nothing queued or an unfinished wait at its head), so only a launch onto an idle stream waits.
-            if t != env._now and what == _LAUNCH and not (item[3].busy or item[3].queue):
+            if t != self.now and what == _LAUNCH and not (item.stream.busy or item.stream.queue):
                 self._next = i
                 self._held_cost = cost
                 self._sleep_until(t)
@@ -319,11 +341,11 @@ class Engine:
             self._held_cost = cost = 0.0
             self._paid = False
             if what == _LAUNCH:
-                stream = item[3]
+                stream = item.stream
                 for other in stream.legacy:
                     self._wait(stream, other, other.enqueued, "legacy-default-sync")
                 self.pending_launches += 1
-                stream.queue.append(_Kernel(item))  # as _wait queues its item
+                stream.queue.append(item.kernel)  # as _wait queues its item
                 stream.enqueued += 1
                 self.outstanding += 1
                 if not stream.busy:
@@ -344,17 +366,15 @@ class Engine:
         """The time of the next event, completions not pushed yet included."""
         if self._due:
             self._push_due()
-        queue = self.env._queue
-        return queue[0][0] if queue else _INFINITY
+        return self.scheduler.next_time()
 
     def _sleep_until(self, t: float) -> None:
-        """Wake the host at exactly ``t``: SimPy's ``now + delay`` cannot always land on a time the host
-        reached by adding its costs up from an earlier time, so the wake-up is queued at ``t`` itself."""
-        env = self.env
-        heappush(env._queue, (t, NORMAL, next(self._eids), _due(self._on_wake, None)))
+        """Wake the host at exactly ``t`` (the time it reached by adding its costs up)."""
+        self.scheduler.schedule(t, self._on_wake, None)
 
-    def _host_wake(self, _event: object) -> None:
-        self._host_run(self.env._now, False)
+    def _host_wake(self, event: Due) -> None:
+        self.now = now = event.at
+        self._host_run(now, False)
         self._callback_done()
 
     def _callback_done(self) -> None:
@@ -368,10 +388,9 @@ class Engine:
             return
         self._wake = None
         t, eid = wake
-        queue = self.env._queue
-        if queue and t >= queue[0][0]:
-            heappush(queue, (t, NORMAL, eid, _due(self._on_wake, None)))
-        elif self.pending_launches >= self._depth and self._plan[self._next][0] == _LAUNCH:
+        if t >= self.scheduler.next_time():
+            self.scheduler.push(t, eid, self._on_wake, None)
+        elif self.pending_launches >= self._depth and self._plan[self._next].what == _LAUNCH:
             self._blocked = "queue"  # what the host finds at t (the launch is paid for)
         else:
             self._host_run(t, False)
@@ -383,23 +402,23 @@ class Engine:
         ``stop``), in host order."""
         events = self.events
         for item in self._plan[start:stop]:
-            what = item[0]
+            what = item.what
             if what == _RECORD:
-                stream = item[3]
-                events[item[4]] = (stream, stream.enqueued)
+                stream = item.stream
+                events[item.event] = (stream, stream.enqueued)
             elif what == _WAIT:
-                snapshot = events.get(item[4])
+                snapshot = events.get(item.event)
                 if snapshot is not None:
-                    self._wait(item[3], snapshot[0], snapshot[1], item[4])
+                    self._wait(item.stream, snapshot[0], snapshot[1], item.event)
             elif what == _WAIT_STREAM:
-                on = item[4]
-                self._wait(item[3], on, on.enqueued, item[5])
+                on = item.on
+                self._wait(item.stream, on, on.enqueued, item.event)
 
     def _wait(self, stream: _Stream, target: _Stream, count: int, event: str) -> None:
         """Queue a wait for ``target``'s first ``count`` items on ``stream`` unless it is already satisfied."""
         if target is stream or target.done >= count:
             return
-        stream.queue.append(_WaitItem(target, count, event))
+        stream.queue.append(_wait_item(target, count, event))
         stream.enqueued += 1
         self.outstanding += 1
         if not stream.busy:
@@ -419,27 +438,25 @@ class Engine:
                     return
                 queue.popleft()
                 ready = target.done_times[count - 1]
-                self.flows.append(_tuple_new(FlowArrow, (head.event, target.name, ready, stream.name,
-                                                         self.env._now)))
+                self.flows.append(_tuple_new(FlowArrow, (head.event, target.name, ready, stream.name, self.now)))
                 self._item_done(stream)
                 continue
             queue.popleft()
             gap = head.gap
             if gap <= 0 and head.remaining <= _EPS:
                 self._launch_started()
-                self._record_run(head, self.env._now)
+                self._record_run(head, self.now)
                 self._item_done(stream)
                 continue
             stream.busy = True
             if gap > 0:
-                env = self.env
-                heappush(env._queue, (env._now + gap, NORMAL, next(self._eids), _due(self._on_gap, head)))
+                self.scheduler.schedule(self.now + gap, self._on_gap, head)
             else:
                 self._start(head)
 
     def _item_done(self, stream: _Stream) -> None:
         stream.done += 1
-        stream.done_times.append(self.env._now)
+        stream.done_times.append(self.now)
         self.outstanding -= 1
         waiters = stream.waiters
         if waiters:
@@ -455,20 +472,21 @@ class Engine:
                     for other in woken:
                         self._advance(other)
         if self.outstanding == 0 and self._blocked == "sync":
-            self._host_run(self.env._now, True)
+            self._host_run(self.now, True)
 
     def _launch_started(self) -> None:
         self.pending_launches -= 1
         if self._blocked == "queue":
-            self._host_run(self.env._now, True)
+            self._host_run(self.now, True)
 
     # -- device -------------------------------------------------------------------------------------
-    def _gap_passed(self, event: _Due) -> None:
-        self._start(event._value)
+    def _gap_passed(self, event: Due) -> None:
+        self.now = event.at
+        self._start(event.payload)
         self._callback_done()
 
     def _start(self, kernel: _Kernel) -> None:
-        now = self.env._now
+        now = self.now
         kernel.start = now
         kernel.updated = now
         self.pending_launches -= 1
@@ -481,16 +499,9 @@ class Engine:
         self.running.append(kernel)
         self._resolve_rates()
 
-    def _pair_rates(self, a: _Kernel, b: _Kernel) -> tuple[float, ...]:
-        """The default model's rates for two kernels (``FluidSharing.rates``' arithmetic), remembered per
-        pair of demands."""
-        sm, bw, tc = self._capacity
-        da, db = a.demand, b.demand
-        if da[0] + db[0] <= sm and da[1] + db[1] <= bw and da[2] + db[2] <= tc:
-            rates = (1.0, 1.0)
-        else:
-            rates = tuple(water_fill([da, db], [sm, bw, tc]))
-        self._pairs[(a.demand_id, b.demand_id)] = rates
+    def _pair_rates(self, a: _Kernel, b: _Kernel) -> tuple[float, float]:
+        """The default model's rates for two kernels, remembered per pair of demands."""
+        rates = self._pairs[(a.demand_id, b.demand_id)] = self._fluid.pair_rates(a.demand, b.demand)
         return rates
 
     def _resolve_rates(self) -> None:
@@ -498,6 +509,7 @@ class Engine:
         event pushed when the callback ends (by then its rate may have changed again)."""
         running = self.running
         n = len(running)
+        new_id = self.scheduler.new_id
         if self._fluid is None:
             rates = self.sharing.rates([k.demand for k in running])
             if len(rates) != n:
@@ -509,7 +521,7 @@ class Engine:
             rates = self._pairs.get((a.demand_id, b.demand_id)) or self._pair_rates(a, b)
         else:
             rates = self._fluid.rates([k.demand for k in running])
-        now = self.env._now
+        now = self.now
         # as many rates as kernels (checked above, or by construction); zip's strict= keyword alone costs ~3 %
         # of the engine's instructions per kernel (measured: keyword parsing on every call)
         for k, rate in zip(running, rates):  # noqa: B905
@@ -520,27 +532,25 @@ class Engine:
             k.rate = rate
             # max(remaining, 0.0) / rate, added to now as SimPy adds a timeout's delay
             k.at = now + (0.0 if remaining < 0.0 else remaining) / rate
-            k.eid = next(self._eids)
+            k.eid = new_id()
             if not k.queued:
                 k.queued = True
                 self._due.append(k)
 
     def _push_due(self) -> None:
         """Push the completion of every kernel whose rate changed; an earlier one it had is superseded."""
-        queue = self.env._queue
+        push = self.scheduler.push
         callbacks = self._on_complete
         for k in self._due:
             k.queued = False
-            k.event = event = _new(_Due)
-            event.callbacks = callbacks
-            event._value = k
-            heappush(queue, (k.at, NORMAL, k.eid, event))
+            k.event = push(k.at, k.eid, callbacks, k)
         self._due = []
 
-    def _complete(self, event: _Due) -> None:
-        kernel = event._value
+    def _complete(self, event: Due) -> None:
+        kernel = event.payload
         if event is not kernel.event:
             return  # superseded: the kernel's rate changed after this completion was pushed
+        self.now = event.at
         kernel.event = None  # the event holds the kernel: no cycle left behind
         running = self.running
         running.remove(kernel)
@@ -551,7 +561,7 @@ class Engine:
 
     def _finish(self, kernel: _Kernel) -> None:
         # _record_run's lines inline: calling it costs ~2 % of the engine's bytecodes per kernel
-        now = self.env._now
+        now = self.now
         stream = kernel.stream
         start = kernel.start
         self.kernels.append(_tuple_new(KernelRun, (kernel.index, kernel.name, stream.name, start, now,
@@ -562,11 +572,16 @@ class Engine:
         self._advance(stream)
 
     def _record_run(self, kernel: _Kernel, start: float) -> None:
-        now = self.env._now
+        now = self.now
         stream = kernel.stream
         self.kernels.append(_tuple_new(KernelRun, (kernel.index, kernel.name, stream.name, start, now,
                                                    kernel.region, kernel.replay)))
         stream.busy_us += now - start
+
+
+def _not_solved(_demand: Demand) -> float:
+    """A kernel's solo rate under a sharing model other than the default (never read)."""
+    return 0.0
 
 
 def _without_gc(function: Callable[..., _T], *args: object) -> _T:

@@ -36,20 +36,34 @@ class FluidSharing:
     def rates(self, demands: Sequence[Demand]) -> list[float]:
         n = len(demands)
         if n == 1:
-            return [_solo_rate(demands[0], self.sm_capacity, self.bw_capacity, self.tc_capacity)]
-        keep = 1.0 - self.overlap_penalty
-        capacity = [self.sm_capacity * keep, self.bw_capacity * keep, self.tc_capacity * keep]
+            return [self.solo_rate(demands[0])]
+        if n == 2:
+            return list(self.pair_rates(demands[0], demands[1]))
+        capacity = self.shared_capacity()
         if all(sum(d[j] for d in demands) <= capacity[j] for j in range(3)):
             return [1.0] * n
         return water_fill(demands, capacity)
 
+    def solo_rate(self, demand: Demand) -> float:
+        """The rate of a kernel running alone: full unless it asks for more of a resource than there is."""
+        rate = 1.0
+        for d, c in zip(demand, (self.sm_capacity, self.bw_capacity, self.tc_capacity), strict=True):
+            if d > c:
+                rate = min(rate, c / d)
+        return rate
 
-def _solo_rate(demand: Demand, *capacity: float) -> float:
-    rate = 1.0
-    for d, c in zip(demand, capacity, strict=True):
-        if d > c:
-            rate = min(rate, c / d)
-    return rate
+    def pair_rates(self, a: Demand, b: Demand) -> tuple[float, float]:
+        """The rates of two kernels running together (the engine's most frequent case, remembered per pair)."""
+        sm, bw, tc = capacity = self.shared_capacity()
+        if a[0] + b[0] <= sm and a[1] + b[1] <= bw and a[2] + b[2] <= tc:
+            return 1.0, 1.0
+        rate_a, rate_b = water_fill([a, b], capacity)
+        return rate_a, rate_b
+
+    def shared_capacity(self) -> list[float]:
+        """What each resource offers while two or more kernels run: the overlap penalty taken off."""
+        keep = 1.0 - self.overlap_penalty
+        return [self.sm_capacity * keep, self.bw_capacity * keep, self.tc_capacity * keep]
 
 
 def water_fill(demands: Sequence[Demand], capacity: list[float]) -> list[float]:
