@@ -21,6 +21,7 @@ import numpy as np
 
 from calibration.fit_graph_corun import (
     FORM_UNITS,
+    FORMS,
     SHORT_CHAIN_US,
     compare_forms,
     graph_join_us,
@@ -319,7 +320,8 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
                   and split_of(c, holdout_presets, holdout_tokens) == "calibration"]
         doc = _op_families(doc, profile, cases_path.parent, traced, hbm, tensor)
         profile = Profile.model_validate(doc)
-    say("fitting the sharing model on co-run pairs" + (" and calibration-split layer gains" if calib else ""))
+    say("fitting the sharing model on co-run pairs" + (" and calibration-split layer gains" if calib and decode is None
+                                                        else ""))
     corun_path = root / "microbench_corun" / "microbench.json"
     corun = mb.get("corun") or []
     corun_where = where
@@ -330,10 +332,13 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         files.append(_rel(corun_path))
     pairs = pairs_from_corun(corun, profile)
     if len(pairs) >= 2:
-        sharing = fit_sharing(pairs, _layer_gain_errors(profile, calib) if calib else None)
+        # with decode-regime data the chosen form comes from the graph co-runs (fit_decode), which may take
+        # parameters they do not identify from this fit: then no layer-level gain enters it either
+        layer = _layer_gain_errors(profile, calib) if calib and decode is None else None
+        sharing = fit_sharing(pairs, layer)
         doc["interference"] = {"form": sharing["form"], "params": sharing["params"],
                                "source": f"fitted to {len(pairs)} co-run pairs ({corun_where})"
-                                         f"{' and the calibration split of cases.json' if calib else ''}: "
+                                         f"{' and the calibration split of cases.json' if layer else ''}: "
                                          f"{sharing['why']}"}
         doc["fit"]["interference"] = {"chosen": sharing["form"], "why": sharing["why"], **sharing["comparison"]}
     else:
@@ -383,13 +388,18 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     profile = Profile.model_validate(doc)
     say(f"fitting the sharing forms on {len(records)} graph co-run configurations")
     pieces = [pieces_of(r, profile) for r in records]
-    forms = compare_forms(pieces, profile.host_costs("eager"))
+    eager = {form: entry.get("params", {}) for form, entry in (profile.fit.get("interference") or {}).items()
+             if isinstance(entry, dict) and form in FORMS}
+    forms = compare_forms(pieces, profile.host_costs("eager"), eager)
     chosen = forms["chosen"]
     held = forms["comparison"][chosen]["held_out_overlap_error_points"]
+    carried = {k: v for k, v in eager.get(chosen, {}).items() if k not in FORMS[chosen][1]}
+    units = {k: v + "; fitted on the graph co-runs' R/G pairs" for k, v in FORM_UNITS[chosen].items()
+             if k in forms["params"] and k not in carried}
+    units |= {k: FORM_UNITS[chosen].get(k, k) + "; not identified by the graph co-runs (none is bound by it): "
+              "from the eager co-run fit (microbench_corun, co-run pairs only)" for k in carried}
     doc["interference"] = {
-        "form": chosen, "params": forms["params"],
-        "units": {k: v + "; fitted on the graph co-runs' R/G pairs" for k, v in FORM_UNITS[chosen].items()
-                  if k in forms["params"]},
+        "form": chosen, "params": forms["params"], "units": units,
         "source": f"fitted to the decode-regime co-runs inside CUDA graphs ({where}): every form fitted on the "
                   f"pairs of the routing chain and the routed experts with the shared experts (both orders, "
                   f"staggered), chosen on the held-out S|RG pairs (median |overlap error| {held['median_abs']:.2f} "

@@ -26,6 +26,7 @@ import json
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -225,13 +226,18 @@ FORM_UNITS: dict[str, dict[str, str]] = {"fluid": {}, "inflight": {
 }}
 
 
-def compare_forms(pieces: Sequence[Pieces], host: HostCosts) -> dict[str, Any]:
+def compare_forms(pieces: Sequence[Pieces], host: HostCosts,
+                  base: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
     """Fit every form on the R/G pairs; score each on the held-out S|RG / RG|S pairs (pair time and overlap
-    gain); the form with the least median |overlap error| on the held-out pairs is chosen."""
+    gain); the form with the least median |overlap error| on the held-out pairs is chosen. ``base``: per form,
+    values of the parameters its grid leaves out (else the form's defaults)."""
     report: dict[str, Any] = {}
     candidates = {"fluid": (FluidSharing(), {})}
     for form, (make, grid) in FORMS.items():
-        params, _ = grid_fit(pieces, make, grid, host)
+        fixed = (base or {}).get(form, {})
+        fixed = {k: v for k, v in fixed.items() if k not in grid}
+        params, _ = grid_fit(pieces, partial(make, **fixed), grid, host)
+        params = fixed | params
         candidates[form] = (make(**params), params)
     for form, (model, params) in candidates.items():
         report[form] = {"params": params,
