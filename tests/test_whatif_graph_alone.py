@@ -83,3 +83,15 @@ def test_aux_kernels_bad_input(tmp_path: Path, kw: dict, message: str) -> None:
 def test_aux_kernels_without_a_period_asks_for_the_eager_twin(moe_trace: Path) -> None:
     with pytest.raises(InputError, match=r"no repeating period.*--durations-from"):
         run_whatif(moe_trace, None, aux_kernels="1-2", profile=PROFILE, progress=False)
+
+
+def test_listing_names_the_period_only_when_it_repeats(tmp_path: Path, moe_trace: Path) -> None:
+    s = Synth()
+    moe_layer(s)
+    moe_layer(s)
+    path = tmp_path / "two.json"
+    path.write_text(s.dumps())
+    period = list_modules(path, PROFILE, progress=False)["period"]
+    assert period == {"repeats": 2, "ops": ["gate_gemm", "shared_up", "shared_down", "routed_up", "routed_down",
+                                            "combine_add"]}
+    assert list_modules(moe_trace, PROFILE, progress=False)["period"] == {"repeats": 1, "ops": []}

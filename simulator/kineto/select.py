@@ -150,10 +150,12 @@ def listing(host: HostTrace) -> dict[str, Any]:
 
 
 def _period(host: HostTrace) -> dict[str, Any]:
-    """The GPU op sequence's shortest repeating period and its ops by position (for ``--aux-kernels``)."""
+    """The GPU op sequence's shortest repeating period and, when it repeats, its ops by position (for
+    ``--aux-kernels``)."""
     names = [item.gpu.name for item in host.items if item.kind == "launch" and item.gpu is not None]
     period = layer_period(names)
-    return {"repeats": len(names) // period if period else 0, "ops": names[:period]}
+    repeats = len(names) // period if period else 0
+    return {"repeats": repeats, "ops": names[:period] if repeats > 1 else []}  # no period: nothing to pick from
 
 
 def render_listing(data: dict[str, Any]) -> str:
