@@ -12,9 +12,12 @@ the slowest rank's span.
 from __future__ import annotations
 
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from simulator.engine import simulate
 from simulator.errors import InputError
@@ -58,8 +61,8 @@ def run_ranks(paths: list[str | Path], region: str | None = None, *, module: str
             ranks.append(Rank(str(path), host, host.items, move.items if move is not None else None, 0.0))
         assert prof is not None
         _align(ranks)
-        base, base_rounds = _replay(ranks, [r.items for r in ranks], prof, launch)
-        whatif, what_rounds = (_replay(ranks, [r.moved or [] for r in ranks], prof, launch)
+        base, base_rounds = _replay(ranks, [r.items for r in ranks], prof, launch, "baseline", progress)
+        whatif, what_rounds = (_replay(ranks, [r.moved or [] for r in ranks], prof, launch, "what-if", progress)
                                if ranks[0].moved is not None else (None, 0))
     rows = []
     for n, rank in enumerate(ranks):
@@ -99,11 +102,13 @@ def _align(ranks: list[Rank]) -> None:
         rank.offset_us = statistics.median(a - b for a, b in zip(ends[0], mine, strict=True))
 
 
-def _replay(ranks: list[Rank], programs: list[list[Item]], profile: Profile,
-            launch: LaunchMode) -> tuple[list[SimResult], int]:
-    """Every rank replayed with collective bounds from all ranks' arrivals, repeated until they settle."""
+def _replay(ranks: list[Rank], programs: list[list[Item]], profile: Profile, launch: LaunchMode, label: str,
+            progress: bool) -> tuple[list[SimResult], int]:
+    """Every rank replayed with collective bounds from all ranks' arrivals, repeated until they settle (a bar
+    on stderr counts the rounds, on a terminal)."""
     bounds: list[float] = [float("-inf")] * _count(programs[0])
-    for rounds in range(1, ROUNDS + 1):
+    for rounds in tqdm(range(1, ROUNDS + 1), desc=f"{label}: rounds over {len(ranks)} ranks", file=sys.stderr,
+                       disable=True if not progress else None, leave=False):
         results, arrivals = [], []
         for rank, items in zip(ranks, programs, strict=True):
             anchor = _anchor(rank.host, profile, launch)
