@@ -56,7 +56,15 @@ def _same(a: Path, b: Path) -> bool:
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically; an OS error is bad input (one line, exit 2), not a traceback."""
-    path = Path(path)
+    _write_atomic(Path(path), text)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, as :func:`write_text_atomic` writes text."""
+    _write_atomic(Path(path), data)
+
+
+def _write_atomic(path: Path, data: str | bytes) -> None:
     if not path.parent.is_dir():
         raise InputError(f"{path}: folder {path.parent} does not exist")
     try:
@@ -64,8 +72,8 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     except OSError as err:
         raise InputError(f"{path}: cannot write in {path.parent} ({err.strerror or err})") from None
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as handle:
+            handle.write(data)
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except OSError as err:
