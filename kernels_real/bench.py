@@ -24,7 +24,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
@@ -40,6 +42,7 @@ from kernels_real.config import PRESETS, STRATEGIES, ConfigError, MoEConfig, get
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
 from kernels_real.timing import time_steps
+from simulator.outputs import write_bytes_atomic, write_text_atomic
 
 DEFAULT_TOKENS = tuple(2**i for i in range(11))  # 1 .. 1024
 QUICK_TOKENS = (1, 16)
@@ -62,16 +65,9 @@ class BenchInputError(ValueError):
     """Bad command-line input."""
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def _write_json(path: Path, obj: object) -> None:
-    _atomic_write(path, (json.dumps(obj, indent=1) + "\n").encode())
+    """``obj`` as indented JSON, written atomically."""
+    write_text_atomic(path, json.dumps(obj, indent=1) + "\n")
 
 
 def _nvidia_smi() -> dict[str, str]:
@@ -189,7 +185,7 @@ def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: boo
         raw = Path(tmp).read_bytes()
     finally:
         os.unlink(tmp)
-    _atomic_write(path, gzip.compress(raw, compresslevel=6))
+    write_bytes_atomic(path, gzip.compress(raw, compresslevel=6))
     return _kernels_from_trace(json.loads(raw))
 
 
@@ -227,17 +223,87 @@ def _weight_sets(cfg: MoEConfig, gpu: bool, override: int | None) -> int:
     return min(MAX_WEIGHT_SETS, int(budget // cfg.weight_bytes()))
 
 
-class Sweep:
-    """Runs the cases of one invocation and accumulates records."""
+@dataclass(frozen=True)
+class BenchOptions:
+    """One invocation's command line, checked, with its defaults filled in (see ``_parse`` for each option)."""
 
-    def __init__(self, args: argparse.Namespace, out: Path) -> None:
-        self.args = args
-        self.out = out
-        self.gpu = args.device == "cuda"
-        self.device = torch.device(args.device)
-        self.deadline = time.monotonic() + args.budget_s
-        target = 0.02 if args.quick else 0.12
-        self.timer = Timer(self.gpu, target, 5 if args.quick else 10, 50 if args.quick else 300)
+    out: Path
+    configs: tuple[MoEConfig, ...]  # the presets' shapes (scaled down on CPU)
+    tokens: tuple[int, ...]
+    strategies: tuple[str, ...]
+    modes: tuple[str, ...]
+    trace_presets: tuple[str, ...]
+    trace_tokens: tuple[int, ...]
+    weight_sets: int | None
+    device: str
+    quick: bool
+    budget_s: float
+    print_json: bool
+    interleave_graph: bool
+    interleave_eager: bool
+    eager_trace_calls: int | None
+    graph_trace_replays: int
+    trace_timed_graphs: bool
+    trace_only: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BenchOptions:
+        """Check the parsed command line (:class:`BenchInputError`, or ``ConfigError`` for a preset)."""
+        for s in args.strategies:
+            if s not in STRATEGIES:
+                raise BenchInputError(f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
+        for m in args.modes:
+            if m not in MODES:
+                raise BenchInputError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
+        tokens = args.tokens or list(QUICK_TOKENS if args.quick else DEFAULT_TOKENS)
+        if any(t < 1 for t in tokens):
+            raise BenchInputError("token counts must be >= 1")
+        if args.eager_trace_calls is not None and args.eager_trace_calls < 1:
+            raise BenchInputError("--eager-trace-calls must be >= 1")
+        if args.graph_trace_replays < 1:
+            raise BenchInputError("--graph-trace-replays must be >= 1")
+        if args.weight_sets is not None and args.weight_sets < 1:
+            raise BenchInputError("--weight-sets must be >= 1")
+        if args.device == "cuda" and not torch.cuda.is_available():
+            raise BenchInputError("no CUDA/ROCm device visible to torch; use --device cpu for the tiny CPU run")
+        configs = [get_preset(name) for name in args.presets]
+        trace_presets = args.trace_presets
+        if trace_presets is None:
+            chosen = [c.name for c in configs if c.name in TRACE_PRESETS] or [configs[0].name]
+            trace_presets = chosen[:1] if args.quick else chosen
+        for name in trace_presets:
+            get_preset(name)
+        trace_tokens = args.trace_tokens
+        if trace_tokens is None:
+            trace_tokens = [max(tokens)] if args.quick else list(TRACE_TOKENS)
+        return cls(
+            out=args.out, configs=tuple(c if args.device == "cuda" else c.scaled_down() for c in configs),
+            tokens=tuple(tokens), strategies=tuple(args.strategies), modes=tuple(args.modes),
+            trace_presets=tuple(trace_presets), trace_tokens=tuple(trace_tokens), weight_sets=args.weight_sets,
+            device=args.device, quick=args.quick, budget_s=args.budget_s, print_json=args.json,
+            interleave_graph=args.interleave_graph, interleave_eager=args.interleave_eager,
+            eager_trace_calls=args.eager_trace_calls, graph_trace_replays=args.graph_trace_replays,
+            trace_timed_graphs=args.trace_timed_graphs, trace_only=args.trace_only)
+
+
+class Sweep:
+    """Runs the cases of one invocation and accumulates records.
+
+    Per preset: its layer and weight sets are loaded, each case's step prepared (``_prepare``), then timed
+    (:meth:`time_preset`) or traced (:meth:`trace_preset`). Tracing runs after all timing because a profiler
+    session can leave CUPTI hooks that slow later kernel launches, which would bias eager timings measured after
+    it; with ``--trace-timed-graphs`` the graph cases to trace are traced at the end of their preset's timing, on
+    the graph instances that were timed (run one preset per process then, so no profiler session precedes another
+    preset's timing)."""
+
+    def __init__(self, options: BenchOptions) -> None:
+        self.options = options
+        self.out = options.out
+        self.gpu = options.device == "cuda"
+        self.device = torch.device(options.device)
+        self.deadline = time.monotonic() + options.budget_s
+        target = 0.02 if options.quick else 0.12
+        self.timer = Timer(self.gpu, target, 5 if options.quick else 10, 50 if options.quick else 300)
         self.cases: list[dict[str, object]] = []
         self.kernels: list[dict[str, object]] = []
         self.skipped: list[str] = []
@@ -246,80 +312,100 @@ class Sweep:
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
 
-    def run_preset(self, cfg: MoEConfig, tokens: list[int], trace_pass: bool = False) -> None:
-        """Time all cases of one preset, or (``trace_pass``) trace them; frees its weights.
+    def time_preset(self, cfg: MoEConfig) -> None:
+        """Time every case of one preset: one at a time, or interleaved (``--interleave-eager``: every eager
+        case of the preset; ``--interleave-graph``: the graphs of every strategy at a token count)."""
+        self._with_weights(cfg, self._time_cases)
 
-        With ``--interleave-eager`` every eager case of the preset (all token counts × strategies) is prepared
-        first and then timed interleaved (``Timer.measure_interleaved``). Tracing runs after all timing
-        because a profiler session can leave CUPTI hooks that slow later kernel launches, which would bias
-        eager timings measured after it; with ``--trace-timed-graphs`` the graph cases to trace are traced at
-        the end of their preset's timing, on the graph instances that were timed (run one preset per process
-        then, so no profiler session precedes another preset's timing).
-        """
-        n_sets = _weight_sets(cfg, self.gpu, self.args.weight_sets)
+    def trace_preset(self, cfg: MoEConfig, tokens: list[int]) -> None:
+        """Trace the cases of one preset at ``tokens`` (graphs traced at their timing excepted)."""
+        self._with_weights(cfg, partial(self._trace_cases, tokens=tokens))
+
+    def tokens_to_trace(self, cfg: MoEConfig) -> list[int]:
+        """The token counts of the trace pass for a preset: none unless it is a trace preset and was timed (or
+        ``--trace-only``)."""
+        options = self.options
+        if not options.trace_only and cfg.name not in {c["preset"] for c in self.cases}:
+            return []
+        if cfg.name.removesuffix("-tiny") not in options.trace_presets:
+            return []
+        return [t for t in options.tokens if t in set(options.trace_tokens)]
+
+    def _with_weights(self, cfg: MoEConfig, work: Callable[[MoEConfig, MoELayer, list[MoEWeights]], None]) -> None:
+        """Run ``work`` on the preset's layer and rotating weight sets, then free them (a preset whose one
+        weight set does not fit is skipped)."""
+        n_sets = _weight_sets(cfg, self.gpu, self.options.weight_sets)
         if n_sets < 1:
             size = cfg.weight_bytes() / 1e9
             self.skipped.append(f"{cfg.name}: one weight set ({size:.1f} GB) does not fit")
             return
         layer = MoELayer(cfg, self.device)
         weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
-        eager_steps: dict[tuple[int, str], Callable[[int], None]] = {}
-        graph_steps: dict[str, Callable[[int], None]] = {}
-        timed_graphs: list[tuple[int, str, Callable[[int], None], int]] = []
-        for t in tokens:
-            gen = torch.Generator(device=self.device).manual_seed(7 + t)
-            x = torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
-            for strategy in self.args.strategies:
-                if cfg.applicable(strategy):
-                    continue
-                for mode in self.args.modes:
-                    if mode == "graph" and not self.gpu:
-                        continue
-                    label = f"{cfg.name} tokens={t} {strategy} {mode}" + (" (trace)" if trace_pass else "")
-                    if self.out_of_time():
-                        self.skipped.append(f"{label}: --budget-s {self.args.budget_s} s ran out")
-                        continue
-                    keep_graph = mode == "graph" and self.args.trace_timed_graphs and self._traced(cfg, t)
-                    if trace_pass and keep_graph:
-                        continue  # traced right after its timing, on the graph that was timed
-                    step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
-                    if trace_pass:
-                        self._trace_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
-                    elif mode == "eager" and self.args.interleave_eager:
-                        eager_steps[(t, strategy)] = step
-                    elif mode == "graph" and self.args.interleave_graph:
-                        graph_steps[strategy] = step
-                        if keep_graph:
-                            timed_graphs.append((t, strategy, step, layers_per_step))
-                    else:
-                        self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
-                        if keep_graph:
-                            timed_graphs.append((t, strategy, step, layers_per_step))
-            if graph_steps:
-                self._time_graphs_interleaved(cfg, layer, t, graph_steps, n_sets)
-                graph_steps = {}
-        if eager_steps:
-            rounds = QUICK_EAGER_ROUNDS if self.args.quick else EAGER_ROUNDS
-            min_burst = max(MIN_BURST, n_sets + 1)  # every weight set has steady calls
-            order = (f"interleaved across all tokens × strategies of the preset, {rounds} rounds "
-                     f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {min_burst} back-to-back calls, "
-                     "call i of a burst on weight set i mod weight_sets, the same length for every strategy of a "
-                     "token count)")
-            timed = self.timer.measure_interleaved(eager_steps, rounds, group=lambda key: key[0],
-                                                   min_burst=min_burst)
-            for (t, strategy), bursts in sorted(timed.items()):
-                self._record_case(cfg, layer, t, strategy, "eager", [x for b in bursts for x in b], 1, n_sets,
-                                  order, bursts)
-        for t, strategy, step, layers_per_step in timed_graphs:  # after all of the preset's timing
-            self._trace_case(cfg, layer, t, strategy, "graph", step, layers_per_step, n_sets)
-        del weights, layer, timed_graphs
+        work(cfg, layer, weights)
+        del weights, layer
         gc.collect()
         if self.gpu:
             torch.cuda.empty_cache()
 
-    def _traced(self, cfg: MoEConfig, tokens: int) -> bool:
-        """Whether the trace pass covers this preset and token count."""
-        return cfg.name.removesuffix("-tiny") in self.args.trace_presets and tokens in self.args.trace_tokens
+    def _inputs(self, cfg: MoEConfig, layer: MoELayer, tokens: list[int] | tuple[int, ...]
+                ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Each token count with its input (seeded by the token count)."""
+        for t in tokens:
+            gen = torch.Generator(device=self.device).manual_seed(7 + t)
+            yield t, torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
+
+    def _runnable(self, cfg: MoEConfig, tokens: int, trace_pass: bool) -> Iterator[tuple[str, str]]:
+        """The (strategy, mode) cases of a token count that apply to the preset and run on this device; each
+        checked against ``--budget-s`` when its turn comes (the ones too late are noted as skipped)."""
+        for strategy in self.options.strategies:
+            if cfg.applicable(strategy):
+                continue
+            for mode in self.options.modes:
+                if mode == "graph" and not self.gpu:
+                    continue
+                if self.out_of_time():
+                    label = f"{cfg.name} tokens={tokens} {strategy} {mode}" + (" (trace)" if trace_pass else "")
+                    self.skipped.append(f"{label}: --budget-s {self.options.budget_s} s ran out")
+                    continue
+                yield strategy, mode
+
+    def _traced_at_timing(self, cfg: MoEConfig, tokens: int, mode: str) -> bool:
+        """Whether a case is traced on the graph that was timed (``--trace-timed-graphs``)."""
+        options = self.options
+        return (mode == "graph" and options.trace_timed_graphs and tokens in options.trace_tokens
+                and cfg.name.removesuffix("-tiny") in options.trace_presets)
+
+    def _time_cases(self, cfg: MoEConfig, layer: MoELayer, weights: list[MoEWeights]) -> None:
+        options = self.options
+        n_sets = len(weights)
+        eager_steps: dict[tuple[int, str], Callable[[int], None]] = {}
+        traced_graphs: list[tuple[int, str, Callable[[int], None], int]] = []
+        for t, x in self._inputs(cfg, layer, options.tokens):
+            graph_steps: dict[str, Callable[[int], None]] = {}
+            for strategy, mode in self._runnable(cfg, t, trace_pass=False):
+                step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
+                if self._traced_at_timing(cfg, t, mode):
+                    traced_graphs.append((t, strategy, step, layers_per_step))
+                if mode == "eager" and options.interleave_eager:
+                    eager_steps[(t, strategy)] = step
+                elif mode == "graph" and options.interleave_graph:
+                    graph_steps[strategy] = step
+                else:
+                    self._time_case(cfg, layer, t, strategy, mode, step, layers_per_step, n_sets)
+            if graph_steps:
+                self._time_graphs_interleaved(cfg, layer, t, graph_steps, n_sets)
+        if eager_steps:
+            self._time_eager_interleaved(cfg, layer, eager_steps, n_sets)
+        for t, strategy, step, layers_per_step in traced_graphs:  # after all of the preset's timing
+            self._trace_case(cfg, layer, t, strategy, "graph", step, layers_per_step, n_sets)
+
+    def _trace_cases(self, cfg: MoEConfig, layer: MoELayer, weights: list[MoEWeights], tokens: list[int]) -> None:
+        for t, x in self._inputs(cfg, layer, tokens):
+            for strategy, mode in self._runnable(cfg, t, trace_pass=True):
+                if self._traced_at_timing(cfg, t, mode):
+                    continue  # traced right after its timing, on the graph that was timed
+                step, layers_per_step = self._prepare(layer, weights, x, strategy, mode)
+                self._trace_case(cfg, layer, t, strategy, mode, step, layers_per_step, len(weights))
 
     def _prepare(self, layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str,
                  mode: str) -> tuple[Callable[[int], None], int]:
@@ -336,6 +422,21 @@ class Sweep:
         samples = self.timer.measure(step, layers_per_step)
         self._record_case(cfg, layer, tokens, strategy, mode, samples, layers_per_step, n_sets,
                           "one strategy at a time")
+
+    def _time_eager_interleaved(self, cfg: MoEConfig, layer: MoELayer,
+                                steps: dict[tuple[int, str], Callable[[int], None]], n_sets: int) -> None:
+        """Time every eager case of the preset (all token counts × strategies) interleaved
+        (``Timer.measure_interleaved``), bursts of one length per token count."""
+        rounds = QUICK_EAGER_ROUNDS if self.options.quick else EAGER_ROUNDS
+        min_burst = max(MIN_BURST, n_sets + 1)  # every weight set has steady calls
+        order = (f"interleaved across all tokens × strategies of the preset, {rounds} rounds "
+                 f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {min_burst} back-to-back calls, "
+                 "call i of a burst on weight set i mod weight_sets, the same length for every strategy of a "
+                 "token count)")
+        timed = self.timer.measure_interleaved(steps, rounds, group=lambda key: key[0], min_burst=min_burst)
+        for (t, strategy), bursts in sorted(timed.items()):
+            self._record_case(cfg, layer, t, strategy, "eager", [x for b in bursts for x in b], 1, n_sets,
+                              order, bursts)
 
     def _time_graphs_interleaved(self, cfg: MoEConfig, layer: MoELayer, tokens: int,
                                  steps: dict[str, Callable[[int], None]], n_sets: int) -> None:
@@ -362,7 +463,7 @@ class Sweep:
         record: dict[str, object] = {
             "preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
             **_stats(samples), "replays": len(samples), "weight_sets": n_sets,
-            "layers_per_replay": layers_per_step, "backend": layer.backend, "device": self.args.device,
+            "layers_per_replay": layers_per_step, "backend": layer.backend, "device": self.options.device,
             "timer": "cuda_events" if self.gpu else "perf_counter", "order": order, "trace": None,
         }
         if bursts:
@@ -384,7 +485,7 @@ class Sweep:
         key = (cfg.name, tokens, strategy, mode)
         matches = (c for c in self.cases if (c["preset"], c["tokens"], c["strategy"], c["mode"]) == key)
         record = next(matches, None)
-        if record is None and not self.args.trace_only:
+        if record is None and not self.options.trace_only:
             return
         for i in range(3):  # warm-up, as before timing
             step(i)
@@ -394,30 +495,26 @@ class Sweep:
             meta["median_us"] = record["median_us"]
         meta |= {"weight_sets": n_sets, "layers_per_replay": layers_per_step, "backend": layer.backend}
         if mode == "eager":
-            calls = self.args.eager_trace_calls or n_sets
-            meta["layers_per_trace"] = calls
+            calls = self.options.eager_trace_calls or n_sets
+            layers = calls
+            meta["layers_per_trace"] = layers
             meta["note"] = (f"eager: {calls} warmed layer call(s) back to back (rotating weight sets), one device "
                             "sync before and after; divide the trace's spans by layers_per_trace for per-layer "
                             "figures")
-
-            def fn() -> None:
-                for i in range(calls):
-                    step(i)
-            layers = calls
         else:
-            replays = self.args.graph_trace_replays
-            meta["note"] = (f"graph: {replays} back-to-back replay(s) of {layers_per_step} layer calls (one per "
+            calls = self.options.graph_trace_replays
+            layers = layers_per_step * calls
+            meta["note"] = (f"graph: {calls} back-to-back replay(s) of {layers_per_step} layer calls (one per "
                             "weight set)")
-            meta["graph_replays_per_trace"] = replays
-            meta["layers_per_trace"] = layers_per_step * replays
+            meta["graph_replays_per_trace"] = calls
+            meta["layers_per_trace"] = layers
 
-            def fn() -> None:
-                for i in range(replays):
-                    step(i)
-            layers = layers_per_step * replays
+        def traced() -> None:
+            for i in range(calls):
+                step(i)
         if record is None:
             meta["note"] = str(meta["note"]) + "; --trace-only: not timed in this run, so no median_us"
-        kernels = _trace(fn, self.out / "traces" / name, meta, self.gpu)
+        kernels = _trace(traced, self.out / "traces" / name, meta, self.gpu)
         if record is not None:
             record["trace"] = f"traces/{name}"
         self.kernels.append({"preset": cfg.name, "tokens": tokens, "strategy": strategy, "mode": mode,
@@ -428,7 +525,7 @@ class Sweep:
         _write_json(self.out / "cases.json", self.cases)
         _write_json(self.out / "kernels.json", self.kernels)
         _write_json(self.out / "env.json", env | {"clocks_seen": self.clocks, "skipped": self.skipped})
-        _atomic_write(self.out / "gains.md", gains_markdown(self.cases, env).encode())
+        write_text_atomic(self.out / "gains.md", gains_markdown(self.cases, env))
 
 
 def gains_markdown(cases: list[dict[str, object]], env: dict[str, object]) -> str:
@@ -491,63 +588,30 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _validate(args: argparse.Namespace) -> list[MoEConfig]:
-    for s in args.strategies:
-        if s not in STRATEGIES:
-            raise BenchInputError(f"unknown strategy {s!r}; known: {', '.join(STRATEGIES)}")
-    for m in args.modes:
-        if m not in MODES:
-            raise BenchInputError(f"unknown mode {m!r}; known: {', '.join(MODES)}")
-    args.tokens = args.tokens or list(QUICK_TOKENS if args.quick else DEFAULT_TOKENS)
-    if any(t < 1 for t in args.tokens):
-        raise BenchInputError("token counts must be >= 1")
-    if args.eager_trace_calls is not None and args.eager_trace_calls < 1:
-        raise BenchInputError("--eager-trace-calls must be >= 1")
-    if args.graph_trace_replays < 1:
-        raise BenchInputError("--graph-trace-replays must be >= 1")
-    if args.weight_sets is not None and args.weight_sets < 1:
-        raise BenchInputError("--weight-sets must be >= 1")
-    if args.device == "cuda" and not torch.cuda.is_available():
-        raise BenchInputError("no CUDA/ROCm device visible to torch; use --device cpu for the tiny CPU run")
-    configs = [get_preset(name) for name in args.presets]
-    if args.trace_presets is None:
-        chosen = [c.name for c in configs if c.name in TRACE_PRESETS] or [configs[0].name]
-        args.trace_presets = chosen[:1] if args.quick else chosen
-    for name in args.trace_presets:
-        get_preset(name)
-    if args.trace_tokens is None:
-        args.trace_tokens = [max(args.tokens)] if args.quick else list(TRACE_TOKENS)
-    return [c if args.device == "cuda" else c.scaled_down() for c in configs]
-
-
-def run(args: argparse.Namespace) -> int:
+def run(options: BenchOptions) -> int:
     """Run the sweep, write the outputs, print the gain table (or the records with --json)."""
-    configs = _validate(args)
-    out: Path = args.out
-    (out / "traces").mkdir(parents=True, exist_ok=True)
-    sweep = Sweep(args, out)
+    (options.out / "traces").mkdir(parents=True, exist_ok=True)
+    sweep = Sweep(options)
     env = _run_record(sweep.device) | {
         "timing": "CUDA events per replay (GPU) or perf_counter (CPU), warm-up first; all cases timed before any "
                   "profiler session; eager calls back to back",
-        "eager_trace_calls": args.eager_trace_calls or "one per weight set", "trace_only": args.trace_only}
+        "eager_trace_calls": options.eager_trace_calls or "one per weight set", "trace_only": options.trace_only}
     if sweep.gpu:
         env["nvidia_smi_before"] = _nvidia_smi()
         current_stream(safe=True)  # run on a dedicated stream, as vLLM does
     started = time.monotonic()
     try:
-        for cfg in configs if not args.trace_only else ():
-            sweep.run_preset(cfg, args.tokens)
+        for cfg in options.configs if not options.trace_only else ():
+            sweep.time_preset(cfg)
             if sweep.gpu:
                 sweep.clocks.append({"after_preset": cfg.name} | _nvidia_smi())
             print(f"[bench] {cfg.name}: timed at {time.monotonic() - started:.1f} s, "
                   f"{len(sweep.cases)} cases so far", file=sys.stderr, flush=True)
             sweep.write(env)
-        for cfg in configs:
-            trace_tokens = [t for t in args.tokens if t in set(args.trace_tokens)]
-            timed = {c["preset"] for c in sweep.cases}
-            wanted = args.trace_only or cfg.name in timed
-            if cfg.name.removesuffix("-tiny") in args.trace_presets and trace_tokens and wanted:
-                sweep.run_preset(cfg, trace_tokens, trace_pass=True)
+        for cfg in options.configs:
+            tokens = sweep.tokens_to_trace(cfg)
+            if tokens:
+                sweep.trace_preset(cfg, tokens)
                 print(f"[bench] {cfg.name}: traced at {time.monotonic() - started:.1f} s",
                       file=sys.stderr, flush=True)
                 sweep.write(env)
@@ -560,7 +624,7 @@ def run(args: argparse.Namespace) -> int:
     sweep.write(env)
     if sweep.skipped:
         print(f"[bench] skipped {len(sweep.skipped)} case(s): {sweep.skipped[0]} ...", file=sys.stderr)
-    if args.json:
+    if options.print_json:
         print(json.dumps(sweep.cases, indent=1))
     else:
         print(gains_markdown(sweep.cases, env))
@@ -571,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     """CLI entry: bad input gives one line on stderr and exit code 2."""
     args = _parse(argv)
     try:
-        return run(args)
+        return run(BenchOptions.from_args(args))
     except (BenchInputError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

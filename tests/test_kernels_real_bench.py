@@ -133,8 +133,8 @@ def test_interleaved_bursts_share_a_length_per_group() -> None:
 
 def test_eager_record_keeps_bursts_and_steady_medians_per_weight_set(tmp_path: Path) -> None:
     """Call i of a burst runs weight set i mod 2: steady calls (i >= 1) of set 0 are 5, 7; of set 1: 1, 3, 3, 1."""
-    args = bench._parse(["--out", str(tmp_path), "--device", "cpu"])
-    sweep = bench.Sweep(args, tmp_path)
+    options = bench.BenchOptions.from_args(bench._parse(["--out", str(tmp_path), "--device", "cpu"]))
+    sweep = bench.Sweep(options)
     cfg = bench.get_preset("deepseek_v2_lite").scaled_down()
     bursts = [[10.0, 1.0, 5.0, 3.0], [20.0, 3.0, 7.0, 1.0]]
     layer = bench.MoELayer(cfg, sweep.device)
@@ -143,3 +143,22 @@ def test_eager_record_keeps_bursts_and_steady_medians_per_weight_set(tmp_path: P
     assert record["burst_calls"] == 4 and record["bursts_us"] == bursts
     assert record["first_median_us"] == 15.0 and record["steady_median_us"] == 3.0
     assert record["steady_set_medians_us"] == [6.0, 2.0] and record["steady_sets_mean_us"] == 4.0
+
+
+def test_options_fill_the_defaults_and_stay_fixed(tmp_path: Path) -> None:
+    """--quick: tokens 1 and 16, the first trace preset among those given, the largest token count traced; on CPU
+    the presets' shapes are scaled down; the options cannot be changed afterwards."""
+    import dataclasses
+
+    options = bench.BenchOptions.from_args(bench._parse(
+        ["--out", str(tmp_path), "--device", "cpu", "--quick", "--presets", "qwen3_30b_a3b", "deepseek_v2_lite",
+         "deepseek_v3"]))
+    assert options.tokens == (1, 16) and options.trace_tokens == (16,)
+    assert options.trace_presets == ("deepseek_v2_lite",)
+    assert [c.name for c in options.configs] == ["qwen3_30b_a3b-tiny", "deepseek_v2_lite-tiny", "deepseek_v3-tiny"]
+    full = bench.BenchOptions.from_args(bench._parse(["--out", str(tmp_path), "--device", "cpu",
+                                                      "--presets", "deepseek_v2_lite", "deepseek_v3"]))
+    assert full.tokens == bench.DEFAULT_TOKENS and full.trace_tokens == bench.TRACE_TOKENS
+    assert full.trace_presets == ("deepseek_v2_lite", "deepseek_v3")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.quick = False  # type: ignore[misc]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from kernels_real.bench import _atomic_write, _nvidia_smi, _write_json
+from kernels_real.bench import _nvidia_smi, _write_json
 from kernels_real.config import ConfigError, MoEConfig, get_preset
 from kernels_real.distributed.ep_layer import EPMoELayer, random_ep_weights
 from kernels_real.distributed.parallel import Dist, init, shutdown
@@ -33,6 +33,7 @@ from kernels_real.distributed.timing import agreed_max, gather, measure, rank_su
 from kernels_real.distributed.tp_layer import TPMoELayer, random_tp_weights
 from kernels_real.layer import MoEWeights
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
+from simulator.outputs import write_text_atomic
 
 PARALLEL = ("tp", "dp_ep")
 DEFAULT_PRESETS = ("deepseek_v3", "qwen2_57b_a14b", "deepseek_v2_lite")
@@ -149,7 +150,7 @@ class Sweep:
         out: Path = self.args.out
         _write_json(out / "cases.json", self.cases)
         _write_json(out / "env.json", env | {"skipped": self.skipped})
-        _atomic_write(out / "gains.md", gains_markdown(self.cases, env).encode())
+        write_text_atomic(out / "gains.md", gains_markdown(self.cases, env))
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
