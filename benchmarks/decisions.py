@@ -37,7 +37,8 @@ def points_of(runs: list[str], profile_name: str) -> list[GainPoint]:
 
 def markdown(points: list[GainPoint], margin: float, profile: str, runs: list[str]) -> str:
     scores = score(points, margin)
-    lines = [f"Runs: {', '.join(runs)} (graph mode, {len(points)} points). Profile: {profile}. "
+    lines = [f"Runs: {', '.join(runs)} (graph mode, {len(points)} points; a point in several runs: the mean of "
+             f"their medians). Profile: {profile}. "
              f"Margin {100 * margin:.1f} %.", "", "| policy | mean regret (points) | worst (points) | worst at | "
              "chose multi_stream |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| {s.policy} | {100 * s.mean:.2f} | {100 * s.worst:.2f} | {s.worst_at} | {s.chose_multi_stream}/{s.n} |"

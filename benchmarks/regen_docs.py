@@ -97,13 +97,15 @@ def _fit() -> str:
     return fit_markdown(_profile())
 
 
-DECODE_RUN = "calibration/measurements/h200/2026-12-03/kernels_real9"
+DECODE_RUNS = ("calibration/measurements/h200/2026-12-03/kernels_real9",
+               "calibration/measurements/h200/2026-12-03/kernels_real9_repeat")
 
 
 def _decisions() -> str:
     import decisions as dec  # benchmarks/decisions.py (this folder is on sys.path when run as a script)
 
-    return dec.markdown(dec.points_of([DECODE_RUN], "h200"), 0.005, _profile().describe(), [DECODE_RUN]) + "\n"
+    runs = list(DECODE_RUNS)
+    return dec.markdown(dec.points_of(runs, "h200"), 0.005, _profile().describe(), runs) + "\n"
 
 
 def _corun_forms() -> str:
@@ -147,8 +149,8 @@ BLOCKS: dict[str, Block] = {
     "validate-fit": Block(VALIDATION, SELF + "validate-fit", _fit),
     "validate-sharing": Block(VALIDATION, SELF + "validate-sharing", _sharing),
     "decode-corun-forms": Block(VALIDATION, SELF + "decode-corun-forms", _corun_forms),
-    "decode-decisions": Block(VALIDATION, f"python benchmarks/decisions.py --run {DECODE_RUN} --profile h200",
-                              _decisions),
+    "decode-decisions": Block(VALIDATION, "python benchmarks/decisions.py"
+                              + "".join(f" --run {r}" for r in DECODE_RUNS) + " --profile h200", _decisions),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
     "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),

@@ -127,12 +127,19 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
 
 def graph_pairs(runs: Iterable[str | Path]) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:
     """(preset, tokens) → strategy → graph case, for points with both sequential and multi_stream measured;
-    a later run's case replaces an earlier one's."""
-    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    a point measured in several runs gets the mean of their medians (``median_us``)."""
+    medians: dict[tuple[str, int, str], list[float]] = {}
+    cases: dict[tuple[str, int, str], dict[str, Any]] = {}
     for run in runs:
         for case in load_cases(run, eager_rerun=False):
             if case["mode"] == "graph" and case["strategy"] in ("sequential", "multi_stream"):
-                pairs.setdefault((str(case["preset"]), int(case["tokens"])), {})[case["strategy"]] = case
+                key = (str(case["preset"]), int(case["tokens"]), str(case["strategy"]))
+                medians.setdefault(key, []).append(float(case["median_us"]))
+                cases[key] = case
+    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for (preset, tokens, strategy), case in cases.items():
+        mean = sum(medians[(preset, tokens, strategy)]) / len(medians[(preset, tokens, strategy)])
+        pairs.setdefault((preset, tokens), {})[strategy] = {**case, "median_us": mean}
     return {k: v for k, v in sorted(pairs.items()) if len(v) == 2}
 
 

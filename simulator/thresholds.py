@@ -163,8 +163,9 @@ class Recommendation:
         if not self.decisions:
             return ["the model's choices were not scored on measured gains for this profile (no measured runs)"]
         d = self.decisions
-        head = (f"the model's choices scored on {d['points']} measured graph points ({', '.join(d['runs'])}; "
-                f"regret = measured gain of the better strategy minus that of the chosen one):")
+        head = (f"the model's choices (multi_stream where it predicts more than {d['margin']:.1%}) scored on "
+                f"{d['points']} measured graph points ({', '.join(d['runs'])}; regret = measured gain of the better "
+                "strategy minus that of the chosen one):")
         return [head, *d["verdict"]]
 
 

@@ -53,6 +53,6 @@ def test_thresholds_say_how_far_the_choice_was_scored():
     unscored = Recommendation("s", "p", 0.005, curve, None)
     assert "not scored" in unscored.decision_lines()[0]
     scored = Recommendation("s", "p", 0.005, curve, None, decisions={
-        "points": 3, "runs": ["r"], "verdict": verdict(score(POINTS, 0.005))})
+        "points": 3, "runs": ["r"], "margin": 0.005, "verdict": verdict(score(POINTS, 0.005))})
     lines = scored.decision_lines()
     assert "3 measured graph points" in lines[0] and lines[-1].startswith("model beats never")
