@@ -44,8 +44,20 @@ def held_out(preset: str, cases: list[dict[str, Any]], decode: bool) -> dict[str
     return out
 
 
+def rows(decode: bool = True) -> list[dict[str, Any]]:
+    """One row per preset: its figures under a profile refitted without it."""
+    cases = [c for c in load_cases(FOLDER) if c.get("device", "cuda") != "cpu"]
+    if decode:
+        cases += load_cases(f"{DECODE}/kernels_real9", eager_rerun=False)
+    presets = sorted({split_rank_name(str(c["preset"]))[0] for c in cases})
+    bar = tqdm(presets, desc="refits", disable=not sys.stderr.isatty())
+    return [held_out(p, cases, decode) for p in bar]
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [f"Measurements: `{FOLDER}`. Each row: profile refitted without the preset, its cases predicted.", "",
+    lines = [f"Measurements: `{FOLDER}` and the rank variants' graph cases of `{DECODE}/kernels_real9`. Each row: "
+             "the profile refitted without the preset (its layer traces, layer cases and graph co-runs), the "
+             "preset's and its rank variants' cases predicted.", "",
              "| preset held out | graph median | graph p90 | graph signs | eager median | eager p90 | eager signs |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:

@@ -43,6 +43,7 @@ class Block:
     doc: str
     command: str
     make: Callable[[], str]
+    slow: bool = False  # minutes: checked only with the full set (tests/test_docs_generated.py)
 
 
 def _moesim_text(*args: str) -> str:
@@ -108,6 +109,12 @@ def _decisions() -> str:
     return dec.markdown(dec.points_of(runs, "h200"), 0.005, _profile().describe(), runs) + "\n"
 
 
+def _lopo() -> str:
+    import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
+
+    return lopo.markdown(lopo.rows()) + "\n"
+
+
 def _corun_forms() -> str:
     from calibration.validation_markdown import corun_forms_markdown
 
@@ -149,6 +156,7 @@ BLOCKS: dict[str, Block] = {
     "validate-fit": Block(VALIDATION, SELF + "validate-fit", _fit),
     "validate-sharing": Block(VALIDATION, SELF + "validate-sharing", _sharing),
     "decode-corun-forms": Block(VALIDATION, SELF + "decode-corun-forms", _corun_forms),
+    "decode-lopo": Block(VALIDATION, "python benchmarks/leave_one_preset_out.py", _lopo, slow=True),
     "decode-decisions": Block(VALIDATION, "python benchmarks/decisions.py"
                               + "".join(f" --run {r}" for r in DECODE_RUNS) + " --profile h200", _decisions),
     "whatif-F": _whatif_block(F_RUNS),
