@@ -308,6 +308,7 @@ class Sweep:
         self.kernels: list[dict[str, object]] = []
         self.skipped: list[str] = []
         self.clocks: list[dict[str, str]] = []
+        self.weight_sets: dict[str, int] = {}  # per preset, chosen once: the trace pass holds the timed sets
 
     def out_of_time(self) -> bool:
         return time.monotonic() > self.deadline
@@ -334,7 +335,9 @@ class Sweep:
     def _with_weights(self, cfg: MoEConfig, work: Callable[[MoEConfig, MoELayer, list[MoEWeights]], None]) -> None:
         """Run ``work`` on the preset's layer and rotating weight sets, then free them (a preset whose one
         weight set does not fit is skipped)."""
-        n_sets = _weight_sets(cfg, self.gpu, self.options.weight_sets)
+        # chosen once per preset (by the memory free then): the trace pass, later, must hold the same weight
+        # sets as the timing, whatever memory is free by then
+        n_sets = self.weight_sets.setdefault(cfg.name, _weight_sets(cfg, self.gpu, self.options.weight_sets))
         if n_sets < 1:
             size = cfg.weight_bytes() / 1e9
             self.skipped.append(f"{cfg.name}: one weight set ({size:.1f} GB) does not fit")

@@ -162,3 +162,19 @@ def test_options_fill_the_defaults_and_stay_fixed(tmp_path: Path) -> None:
     assert full.trace_presets == ("deepseek_v2_lite", "deepseek_v3")
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.quick = False  # type: ignore[misc]
+
+
+def test_the_trace_pass_holds_the_weight_sets_that_were_timed(tmp_path, monkeypatch):
+    """The set count is chosen once per preset: a trace pass that would find less memory free (here: a count
+    function that returns fewer sets on its second call) still runs on the timed sets."""
+    import kernels_real.bench as bench
+
+    counts = iter([3, 1])
+    monkeypatch.setattr(bench, "_weight_sets", lambda cfg, gpu, override: next(counts))
+    seen = []
+    sweep = bench.Sweep(bench.BenchOptions.from_args(bench._parse(
+        ["--out", str(tmp_path), "--device", "cpu", "--quick", "--presets", "deepseek_v2_lite"])))
+    tiny = bench.get_preset("deepseek_v2_lite").scaled_down()
+    for _ in range(2):
+        sweep._with_weights(tiny, lambda cfg, layer, w: seen.append(len(w)))
+    assert seen == [3, 3]
