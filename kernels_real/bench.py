@@ -337,7 +337,9 @@ class Sweep:
         weight set does not fit is skipped)."""
         # chosen once per preset (by the memory free then): the trace pass, later, must hold the same weight
         # sets as the timing, whatever memory is free by then
-        n_sets = self.weight_sets.setdefault(cfg.name, _weight_sets(cfg, self.gpu, self.options.weight_sets))
+        if cfg.name not in self.weight_sets:
+            self.weight_sets[cfg.name] = _weight_sets(cfg, self.gpu, self.options.weight_sets)
+        n_sets = self.weight_sets[cfg.name]
         if n_sets < 1:
             size = cfg.weight_bytes() / 1e9
             self.skipped.append(f"{cfg.name}: one weight set ({size:.1f} GB) does not fit")
