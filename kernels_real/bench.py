@@ -17,12 +17,10 @@ import datetime as dt
 import gc
 import gzip
 import json
-import os
 import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,15 +29,10 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from torch.profiler import ProfilerActivity, profile
-
-try:  # cuda_sync records (stream waits with their event); absent from some builds
-    from torch._C._profiler import _ExperimentalConfig
-except ImportError:  # pragma: no cover - depends on the torch build
-    _ExperimentalConfig = None
 
 from kernels_real.config import PRESETS, STRATEGIES, ConfigError, MoEConfig, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
+from kernels_real.profiling import chrome_trace
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
 from kernels_real.timing import time_steps
 from simulator.outputs import write_bytes_atomic, write_text_atomic
@@ -166,25 +159,7 @@ def _kernels_from_trace(trace: dict) -> list[dict[str, object]]:
 def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: bool) -> list[dict[str, object]]:
     """Profile one call of ``fn`` into ``path`` (gzip Chrome trace, with ``cuda_sync`` records on a GPU: which
     event each stream wait waited on) and return its kernels."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
-    extra = {}
-    if gpu:
-        torch.cuda.synchronize()
-        if _ExperimentalConfig is not None:
-            extra["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
-    with profile(activities=activities, record_shapes=True, **extra) as prof:
-        fn()
-        if gpu:
-            torch.cuda.synchronize()
-        for key, value in meta.items():
-            prof.add_metadata_json(f"moesim_{key}", json.dumps(value))
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(tmp)
-        raw = Path(tmp).read_bytes()
-    finally:
-        os.unlink(tmp)
+    raw = chrome_trace(fn, gpu, meta, record_shapes=True)
     write_bytes_atomic(path, gzip.compress(raw, compresslevel=6))
     return _kernels_from_trace(json.loads(raw))
 

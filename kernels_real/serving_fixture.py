@@ -22,28 +22,21 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.profiler import ProfilerActivity, profile
 
 from kernels_real.bench import run_env
 from kernels_real.config import ConfigError, MoEConfig, get_preset
 from kernels_real.layer import MoELayer, MoEWeights, silu_and_mul
+from kernels_real.profiling import chrome_trace
 from kernels_real.routing import route
 from kernels_real.timing import time_steps
-
-try:  # cuda_sync records (which event a stream wait waited on); absent from some builds
-    from torch._C._profiler import _ExperimentalConfig
-except ImportError:  # pragma: no cover - depends on the torch build
-    _ExperimentalConfig = None
 
 STRATEGIES = ("sequential", "multi_stream")
 DENSE_FACTOR = 8  # dense MLP intermediate = 8 × the routed one (DeepSeek-V2-Lite: 10944 vs 1408)
@@ -202,25 +195,8 @@ class GraphForward:
 
 def trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: bool) -> None:
     """Profile ``fn`` as vLLM's profiler does (stack and modules, no shapes) into gzipped ``path``."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])
-    extra = {}
-    if gpu:
-        torch.cuda.synchronize()
-        if _ExperimentalConfig is not None:
-            extra["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
-    with profile(activities=activities, with_stack=True, with_modules=True, record_shapes=False, **extra) as prof:
-        fn()
-        if gpu:
-            torch.cuda.synchronize()
-        for key, value in meta.items():
-            prof.add_metadata_json(f"moesim_{key}", json.dumps(value))
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(tmp)
-        path.write_bytes(gzip.compress(Path(tmp).read_bytes(), compresslevel=9))
-    finally:
-        os.unlink(tmp)
+    raw = chrome_trace(fn, gpu, meta, with_stack=True, with_modules=True, record_shapes=False)
+    path.write_bytes(gzip.compress(raw, compresslevel=9))
 
 
 def run(cfg: MoEConfig, tokens: int, moe_layers: int, steps: int, rounds: int, calls: int, out: Path,

@@ -24,10 +24,8 @@ import argparse
 import gzip
 import json
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +38,7 @@ from kernels_real.bench import run_env
 from kernels_real.config import MoEConfig, get_preset
 from kernels_real.grouped_gemm import grouped_mm, make_groups, select_backend
 from kernels_real.layer import MoEWeights, silu_and_mul
+from kernels_real.profiling import chrome_trace
 from kernels_real.routing import route
 
 PRESETS = ("deepseek_v3", "qwen2_57b_a14b", "llama4_scout", "deepseek_v2_lite")
@@ -185,21 +184,15 @@ def replay_us(graph: torch.cuda.CUDAGraph, sets: int) -> list[float]:
 def profile_kernels(graphs: dict[str, torch.cuda.CUDAGraph]) -> dict[str, list[list[Any]]]:
     """Per graph, the kernels of one profiled replay: ``[name index, stream, start µs, dur µs, *KERNEL_ARGS]``
     (start from the replay's first kernel); the names are in ``names`` (first use order)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    def replay_each() -> None:
         for name, graph in graphs.items():
             with record_function(f"graph:{name}"):
                 graph.replay()
             torch.cuda.synchronize()
-    fd, tmp = tempfile.mkstemp(suffix=".json")
-    os.close(fd)
-    try:
-        prof.export_chrome_trace(tmp)
-        trace = json.loads(Path(tmp).read_text())
-    finally:
-        os.unlink(tmp)
+
+    trace = json.loads(chrome_trace(replay_each, gpu=True))
     return kernels_by_graph(trace.get("traceEvents", []))
 
 
