@@ -107,8 +107,8 @@ def _side(p: Pieces, code: str) -> Callable[[int], None]:
     return {"S": p.shared, "R": p.routing, "G": p.experts, "RG": p.routing_and_experts}[code]
 
 
-def _forked(p: Pieces, aux: torch.cuda.Stream, aux_work: Callable[[int], None] | None,
-            main_work: Callable[[int], None], aux_first: bool) -> Callable[[int], None]:
+def forked(aux: torch.cuda.Stream, aux_work: Callable[[int], None] | None, main_work: Callable[[int], None],
+           aux_first: bool) -> Callable[[int], None]:
     """One set's fork/join: main records, aux waits, aux work, aux records, main work, main waits (the order
     the two branches are captured in is ``aux_first``)."""
     def step(k: int) -> None:
@@ -142,8 +142,8 @@ def _with_sleep(p: Pieces, work: Callable[[int], None]) -> Callable[[int], None]
 def graph_steps(p: Pieces, aux: torch.cuda.Stream) -> dict[str, Callable[[int], None]]:
     """Every solo and paired step of one configuration, by name."""
     steps: dict[str, Callable[[int], None]] = {code: _side(p, code) for code in ("S", "R", "G", "RG")}
-    steps["RG+fj0"] = _forked(p, aux, None, p.routing_and_experts, aux_first=True)
-    steps["RG+fj1"] = _forked(p, aux, p.tiny_kernel, p.routing_and_experts, aux_first=True)
+    steps["RG+fj0"] = forked(aux, None, p.routing_and_experts, aux_first=True)
+    steps["RG+fj1"] = forked(aux, p.tiny_kernel, p.routing_and_experts, aux_first=True)
     steps["sleep"] = p.sleep
     for name in PAIRS:
         left, right = name.split("|")
@@ -151,7 +151,7 @@ def graph_steps(p: Pieces, aux: torch.cuda.Stream) -> dict[str, Callable[[int], 
         shared_code, other = (left, right) if aux_first else (right, left)
         shared = _with_sleep(p, p.shared) if shared_code == "S~" else p.shared
         main = _with_sleep(p, _side(p, other[1:])) if other.startswith("~") else _side(p, other)
-        steps[name] = _forked(p, aux, shared, main, aux_first)
+        steps[name] = forked(aux, shared, main, aux_first)
     return steps
 
 
