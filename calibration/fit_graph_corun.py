@@ -157,28 +157,25 @@ def graph_join_us(records: Sequence[dict[str, Any]]) -> dict[str, float]:
             "p90_us": float(np.percentile(empty + tiny, 90)), "n": len(short)}
 
 
-def pair_errors(pieces: Sequence[Pieces], pairs: Sequence[str], sharing: Any, host: HostCosts) -> np.ndarray:
+Simulated = list[tuple[Pieces, str, float]]  # (configuration, pair, simulated µs per set)
+
+
+def simulated_pairs(pieces: Sequence[Pieces], pairs: Sequence[str], sharing: Any, host: HostCosts) -> Simulated:
+    """Every measured (configuration, pair) of ``pairs`` simulated once under ``sharing``."""
+    return [(p, pair, simulated_us(pair_program(p, pair, host), sharing))
+            for p in pieces for pair in pairs if pair in p.measured_us]
+
+
+def pair_errors(sims: Simulated) -> np.ndarray:
     """Relative error of the simulated pair time against the measured, per (configuration, pair)."""
-    out = []
-    for p in pieces:
-        for pair in pairs:
-            if pair in p.measured_us:
-                out.append(simulated_us(pair_program(p, pair, host), sharing) / p.measured_us[pair] - 1.0)
-    return np.array(out)
+    return np.array([sim / p.measured_us[pair] - 1.0 for p, pair, sim in sims])
 
 
-def overlap_errors(pieces: Sequence[Pieces], pairs: Sequence[str], sharing: Any, host: HostCosts) -> np.ndarray:
+def overlap_errors(sims: Simulated) -> np.ndarray:
     """Predicted minus measured overlap gain of each pair (1 − pair / (sum of its solo pieces)), in points of
     the sum: the quantity the multi-stream decision turns on."""
-    out = []
-    for p in pieces:
-        for pair in pairs:
-            if pair not in p.measured_us:
-                continue
-            solo = sum(p.measured_us[c] for c in _codes(pair))
-            sim = simulated_us(pair_program(p, pair, host), sharing)
-            out.append((p.measured_us[pair] - sim) / solo)
-    return np.array(out)
+    return np.array([(p.measured_us[pair] - sim) / sum(p.measured_us[c] for c in _codes(pair))
+                     for p, pair, sim in sims])
 
 
 def _codes(pair: str) -> list[str]:
@@ -192,7 +189,7 @@ def grid_fit(pieces: Sequence[Pieces], make: Callable[..., Any], grid: dict[str,
     names = list(grid)
     for values in itertools.product(*(grid[n] for n in names)):
         params = dict(zip(names, values, strict=True))
-        err = float(np.mean(np.log1p(pair_errors(pieces, pairs, make(**params), host)) ** 2))
+        err = float(np.mean(np.log1p(pair_errors(simulated_pairs(pieces, pairs, make(**params), host))) ** 2))
         if best is None or err < best[1]:
             best = (params, err)
     assert best is not None
@@ -240,10 +237,11 @@ def compare_forms(pieces: Sequence[Pieces], host: HostCosts,
         params = fixed | params
         candidates[form] = (make(**params), params)
     for form, (model, params) in candidates.items():
+        held = simulated_pairs(pieces, HELD_OUT_PAIRS, model, host)
         report[form] = {"params": params,
-                        "fit_pair_time_error": residual_stats(pair_errors(pieces, FIT_PAIRS, model, host)),
-                        "held_out_pair_time_error": residual_stats(pair_errors(pieces, HELD_OUT_PAIRS, model, host)),
-                        "held_out_overlap_error_points": residual_stats(
-                            100 * overlap_errors(pieces, HELD_OUT_PAIRS, model, host))}
+                        "fit_pair_time_error": residual_stats(pair_errors(simulated_pairs(pieces, FIT_PAIRS, model,
+                                                                                          host))),
+                        "held_out_pair_time_error": residual_stats(pair_errors(held)),
+                        "held_out_overlap_error_points": residual_stats(100 * overlap_errors(held))}
     chosen = min(candidates, key=lambda f: report[f]["held_out_overlap_error_points"]["median_abs"])
     return {"chosen": chosen, "params": candidates[chosen][1], "comparison": report}
