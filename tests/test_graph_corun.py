@@ -41,3 +41,21 @@ def test_weight_sets_rotate_several_l2s_of_shared_weights_within_memory() -> Non
     big = get_preset("deepseek_v3")  # 22.5 GB a set: memory bounds it
     assert weight_sets(small, l2) * 3 * 7168 * 256 * 2 >= 4 * l2 or weight_sets(small, l2) == 16
     assert 1 <= weight_sets(big, l2) <= 2
+
+
+def test_the_pieces_run_the_layer_s_kernels_on_cpu() -> None:
+    """S, R, G and RG of a tiny config on CPU (no graphs): each piece runs, on every weight set."""
+    import torch
+
+    from calibration.microbench.graph_corun import Pieces
+    from kernels_real.layer import MoEWeights
+
+    cfg = get_preset("qwen2_57b_a14b@tp2").scaled_down()
+    weights = [MoEWeights.random(cfg, "cpu", seed=k) for k in range(2)]
+    pieces = Pieces(cfg, weights, 3, torch.device("cpu"))
+    for k in range(2):
+        pieces.shared(k)
+        pieces.routing(k)
+        pieces.experts(k)
+        pieces.routing_and_experts(k)
+    assert len(pieces.routed) == 2 and pieces.routed[0][0].shape == (3 * cfg.top_k, cfg.hidden)

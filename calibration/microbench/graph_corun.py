@@ -36,8 +36,8 @@ import torch.nn.functional as F
 
 from kernels_real.bench import run_env
 from kernels_real.config import MoEConfig, get_preset
-from kernels_real.grouped_gemm import grouped_mm, make_groups, select_backend
-from kernels_real.layer import MoEWeights, silu_and_mul
+from kernels_real.grouped_gemm import grouped_mm, make_groups
+from kernels_real.layer import MoELayer, MoEWeights, silu_and_mul
 from kernels_real.profiling import chrome_trace
 from kernels_real.routing import route
 
@@ -60,17 +60,15 @@ class Pieces:
 
     def __init__(self, cfg: MoEConfig, weights: list[MoEWeights], tokens: int, device: torch.device) -> None:
         self.cfg, self.weights, self.device = cfg, weights, device
-        self.backend = select_backend(device, getattr(torch, cfg.dtype))
+        self.layer = MoELayer(cfg, device)  # the layer's own shared-expert MLP; its grouped-GEMM backend
+        self.backend = self.layer.backend
         gen = torch.Generator(device=device).manual_seed(tokens)
         self.x = torch.randn(tokens, cfg.hidden, generator=gen, device=device, dtype=getattr(torch, cfg.dtype))
         self.tiny = torch.zeros(1, device=device)
         self.routed = [self._route(w) for w in weights]  # G's inputs, computed once per set
 
     def shared(self, k: int) -> None:
-        w = self.weights[k]
-        y = F.linear(silu_and_mul(F.linear(self.x, w.shared_w13)), w.shared_w2)
-        if w.shared_gate is not None:
-            y = y * torch.sigmoid(F.linear(self.x, w.shared_gate))
+        self.layer._shared(self.x, self.weights[k])
 
     def _route(self, w: MoEWeights) -> tuple[torch.Tensor, ...]:
         ids, weights = route(F.linear(self.x.float(), w.gate), self.cfg, w.bias)
