@@ -7,7 +7,7 @@ import json
 import tomllib
 from pathlib import Path
 
-from calibration.validate import eager_rerun_path, find_file
+from simulator.validation import eager_rerun_path, find_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CALIBRATION = ROOT / "calibration"

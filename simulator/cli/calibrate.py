@@ -62,7 +62,7 @@ def _measure(raw: Path, quick: bool, budget_s: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from calibration.fit import fit_profile
-    from calibration.validate import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS
+    from simulator.validation import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS
     from simulator.workloads.presets import get_preset
 
     out: Path = args.out
