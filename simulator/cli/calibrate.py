@@ -1,4 +1,4 @@
-"""``moesim calibrate --out calibration/profiles/NAME.json [--from-measurements DIR]``: measure (GPU) and fit a
+"""``moesim calibrate --out simulator/profiles/NAME.json [--from-measurements DIR]``: measure (GPU) and fit a
 profile, or refit one from stored raw measurements without a GPU."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "only: per-op families from the layer traces, the sharing model's layer term and the eager "
                     "host-cost scale. "
                     "--from-measurements refits from a stored folder without a GPU.")
-    p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. calibration/profiles/h200.json")
+    p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. simulator/profiles/h200.json")
     p.add_argument("--from-measurements", metavar="DIR", type=Path,
                    help="fit from this folder instead of measuring: microbench[/]microbench.json (solo shapes, "
                         "host costs), optionally microbench_corun/microbench.json (co-run records, preferred), "
