@@ -1,5 +1,9 @@
 """``moesim calibrate --out simulator/profiles/NAME.json [--from-measurements DIR]``: measure (GPU) and fit a
-profile, or refit one from stored raw measurements without a GPU."""
+profile, or refit one from stored raw measurements without a GPU.
+
+A sub-command the calibration package adds to ``moesim`` through the ``moesim.commands`` entry point
+(``pyproject.toml``): the simulator never imports this package. Like the simulator's own sub-command modules,
+it imports only ``argparse`` and light ``simulator`` modules at module level, so ``moesim --help`` stays fast."""
 
 from __future__ import annotations
 
