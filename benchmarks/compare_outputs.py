@@ -9,11 +9,12 @@ may hold other writers' unfinished edits that change outputs too.
 
 Runs ``moesim run S --json`` (and ``--trace-out``) on every shipped scenario, ``moesim sim P --json`` (and
 ``--trace-out``) and ``moesim check P --json`` on every shipped program, ``moesim sim`` on the engine-speed
-fork/join program (the default fluid sharing model's fast paths), and ``moesim whatif trace`` on the committed
-Kineto traces; each case's stdout, stderr, exit code and written file are kept, with this checkout's path and
-the scratch folder replaced by fixed words. ``--bench`` adds ``python -m kernels_real.bench --device cpu --quick``
-(needs torch): its timings differ run to run, so only its structure is kept (files written, the keys of every
-record, the gain table with its numbers masked).
+fork/join program (the default fluid sharing model's fast paths), ``moesim whatif trace`` on the committed
+Kineto traces, and ``COMMANDS`` (help texts, argument errors, ``moesim validate`` on the shipped profiles,
+calibrate's input errors); each case's stdout, stderr, exit code and written file are kept, with this
+checkout's path and the scratch folder replaced by fixed words. ``--bench`` adds ``python -m kernels_real.bench
+--device cpu --quick`` (needs torch): its timings differ run to run, so only its structure is kept (files
+written, the keys of every record, the gain table with its numbers masked).
 """
 
 from __future__ import annotations
@@ -40,6 +41,25 @@ WHATIFS = {
                           "--join-after", "moe.routed_experts"],
     "whatif_serialize": ["moe_eager_two_streams.json", "--serialize-aux"],
 }
+# the commands outside the scenario/program/trace runs: the help texts, argument errors, moesim validate on the
+# shipped profile (its summary, --json and --markdown) and calibrate's input errors (none measures: a GPU
+# machine would otherwise run the microbenchmarks)
+COMMANDS = {
+    "help": ["--help"],
+    "no_command": [],
+    "unknown_command": ["bogus"],
+    "validate_help": ["validate", "--help"],
+    "validate": ["validate"],
+    "validate_json": ["validate", "--json"],
+    "validate_markdown": ["validate", "--markdown"],
+    "validate_datasheet": ["validate", "--profile", "h200-datasheet", "--measurements",
+                           "calibration/measurements/h200/2026-12-02"],
+    "validate_unknown_profile": ["validate", "--profile", "nosuch"],
+    "calibrate_help": ["calibrate", "--help"],
+    "calibrate_no_out": ["calibrate"],
+    "calibrate_not_json": ["calibrate", "--out", "{out}.txt", "--from-measurements", "."],
+    "calibrate_no_folder": ["calibrate", "--out", "{out}", "--from-measurements", "{out}.missing"],
+}
 
 
 def _run(tree: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
@@ -61,6 +81,7 @@ def cases(tree: Path, scratch: Path) -> dict[str, list[str]]:
         found[f"check_{program.stem}"] = ["check", str(program), "--json"]
     for name, arguments in WHATIFS.items():
         found[name] = ["whatif", "trace", str(tree / TRACES / arguments[0]), *arguments[1:], "--json"]
+    found.update(COMMANDS)
     return found
 
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from calibration.validate import gain_points
 from simulator.decisions import GainPoint, score, verdict
 from simulator.errors import InputError
 from simulator.profile import load_profile
+from simulator.validation import gain_points
 
 MEASUREMENTS = Path("calibration/measurements/h200/2026-12-02")
 SMALL_TOKENS = (1, 2, 4)

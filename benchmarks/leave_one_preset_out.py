@@ -3,7 +3,7 @@
 For every preset of the measurements' ``cases.json``, ``calibration.fit.fit_profile`` runs with that preset
 held out (its traces, its layer gains, its graph co-runs and its cases never enter the fit; no token count is
 held out), and
-``calibration.validate.evaluate`` scores its cases (with the decode folder: also its rank variants' graph
+``simulator.validation.evaluate`` scores its cases (with the decode folder: also its rank variants' graph
 cases): graph and eager median / p90 |error| and whether the
 multi_stream gain sign is right where the measured |gain| exceeds the mode's threshold.
 
@@ -20,7 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from calibration.fit import fit_profile
-from calibration.validate import evaluate, load_cases
+from simulator.validation import evaluate, load_cases
 from simulator.workloads.ranks import split_rank_name
 
 FOLDER = "calibration/measurements/h200/2026-12-02"

@@ -85,15 +85,15 @@ def _profile():  # -> simulator.profile.Profile (imported lazily)
 
 
 def _sharing() -> str:
-    from calibration.validate import load_cases
-    from calibration.validation_markdown import sharing_markdown
+    from simulator.validation import load_cases
+    from simulator.validation_markdown import sharing_markdown
 
     cases = [c for c in load_cases(MEASUREMENTS) if c.get("device", "cuda") != "cpu"]
     return sharing_markdown(_profile(), cases)
 
 
 def _fit() -> str:
-    from calibration.validation_markdown import fit_markdown
+    from simulator.validation_markdown import fit_markdown
 
     return fit_markdown(_profile())
 
@@ -116,7 +116,7 @@ def _lopo() -> str:
 
 
 def _corun_forms() -> str:
-    from calibration.validation_markdown import corun_forms_markdown
+    from simulator.validation_markdown import corun_forms_markdown
 
     return corun_forms_markdown(_profile())
 

@@ -31,7 +31,10 @@ from calibration.fit_graph_corun import (
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
-from calibration.validate import (
+from simulator.decisions import score, verdict
+from simulator.errors import InputError
+from simulator.profile import Profile, load_profile
+from simulator.validation import (
     DEFAULT_HOLDOUT_PRESETS,
     DEFAULT_HOLDOUT_TOKENS,
     eager_rerun_path,
@@ -42,9 +45,6 @@ from calibration.validate import (
     resolve,
     split_of,
 )
-from simulator.decisions import score, verdict
-from simulator.errors import InputError
-from simulator.profile import Profile, load_profile
 from simulator.workloads.presets import get_preset
 from simulator.workloads.ranks import split_rank_name
 

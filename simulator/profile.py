@@ -1,8 +1,8 @@
 """Hardware profiles: ceilings, host API costs, kernel-family cost parameters and the sharing model.
 
-A profile is a JSON file under ``calibration/profiles/`` (package data), either ``calibrated`` (fitted from
-measurements on real hardware) or ``datasheet`` (vendor figures, never measured here). Every figure names
-its source, and :meth:`Profile.describe` is the one-liner every output prints.
+A profile is a JSON file under ``simulator/profiles/`` (package data; ``moesim calibrate`` writes them), either
+``calibrated`` (fitted from measurements on real hardware) or ``datasheet`` (vendor figures, never measured
+here). Every figure names its source, and :meth:`Profile.describe` is the one-liner every output prints.
 """
 
 from __future__ import annotations
@@ -205,7 +205,7 @@ class Profile(_Model):
 
 
 def _profiles_dir() -> Path:
-    return Path(str(resources.files("calibration") / "profiles"))
+    return Path(str(resources.files("simulator") / "profiles"))
 
 
 def available_profiles() -> list[str]:
@@ -223,7 +223,7 @@ def parse_profile(data: Any, source: str = "<profile>") -> Profile:
 
 
 def load_profile(name_or_path: str | Path) -> Profile:
-    """A profile by name (``calibration/profiles/NAME.json``) or by path to a JSON file."""
+    """A profile by name (``simulator/profiles/NAME.json``) or by path to a JSON file."""
     text = str(name_or_path)
     path = Path(text)
     if not (text.endswith(".json") or "/" in text):

@@ -131,7 +131,7 @@ def get_preset_or_error(name: str) -> MoEDims:
 
 
 class PlatformSpec(_Strict):
-    profile: str = Field(description="profile name (calibration/profiles/NAME.json) or path to a profile JSON")
+    profile: str = Field(description="profile name (simulator/profiles/NAME.json) or path to a profile JSON")
     link_bandwidth_GBps: float | None = Field(None, gt=0, le=MAX_LINK_GBPS,
                                               description="override the profile's link bandwidth")
     link_latency_us: float | None = Field(None, ge=0, le=MAX_LATENCY_US,

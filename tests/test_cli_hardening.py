@@ -45,7 +45,7 @@ def files(tmp_path: Path) -> dict[str, str]:
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(doc))
         paths[name] = str(path)
-    profile = json.loads((ROOT / "calibration/profiles/mi300x.json").read_text())
+    profile = json.loads((ROOT / "simulator/profiles/mi300x.json").read_text())
     profile["ceilings"]["hbm_GBps"]["value"] = profile["ceilings"]["bf16_tflops"]["value"] = 1e-300
     (tmp_path / "tiny.json").write_text(json.dumps(profile))
     paths["tiny"] = str(tmp_path / "tiny.json")

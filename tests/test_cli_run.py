@@ -61,7 +61,7 @@ def test_link_source_follows_overrides_and_a_fitted_link(tmp_path: Path, capsys:
     link = json.loads(capsys.readouterr().out)["link"]
     assert link["bandwidth_GBps"] == 100.0 and link["latency_us"] == 5.0
     assert link["source"].startswith("bandwidth set in the scenario") and "NOT measured" in link["source"]
-    profile = json.loads((SCENARIOS.parent / "calibration" / "profiles" / "h200.json").read_text())
+    profile = json.loads((SCENARIOS.parent / "simulator" / "profiles" / "h200.json").read_text())
     profile["fit"]["link"] = {"joint": {"bandwidth_GBps": 300.0}}
     profile["link"]["bandwidth_GBps"]["value"] = 300.0
     (tmp_path / "fitted.json").write_text(json.dumps(profile))

@@ -15,11 +15,11 @@ from calibration.fit_sharing import Pair, fit_sharing
 from calibration.fit_sharing import predict as corun_predict
 from calibration.microbench import records, shapes
 from calibration.microbench.accounting import cost as spec_cost
-from calibration.validate import predict_case
 from simulator.interference import ResidencySharing, SlowdownSharing
 from simulator.ir import Launch
 from simulator.profile import KernelFamily, Profile, load_profile
 from simulator.sharing import FluidSharing
+from simulator.validation import predict_case
 
 HBM, TENSOR = 4300e3, 790e6  # bytes/µs and flop/µs of the synthetic device
 TRUE_FAMILIES = {  # (latency, bw_eff, tc_eff, fill_sat)

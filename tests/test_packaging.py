@@ -7,15 +7,16 @@ import json
 import tomllib
 from pathlib import Path
 
-from calibration.validate import eager_rerun_path, find_file
+from simulator.validation import eager_rerun_path, find_file
 
 ROOT = Path(__file__).resolve().parents[1]
-CALIBRATION = ROOT / "calibration"
 
 
 def _shipped() -> set[Path]:
-    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["calibration"]
-    return {p.resolve() for pattern in patterns for p in CALIBRATION.glob(pattern)}
+    """Every file the package-data globs of every package cover."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    return {p.resolve() for package, patterns in data.items() for pattern in patterns
+            for p in (ROOT / package.replace(".", "/")).glob(pattern)}
 
 
 def _read_by_validate(profile: dict) -> list[Path]:
@@ -35,12 +36,18 @@ def _read_by_validate(profile: dict) -> list[Path]:
 
 def test_package_data_holds_what_validate_reads() -> None:
     shipped = _shipped()
-    profiles = [json.loads(p.read_text()) for p in sorted((CALIBRATION / "profiles").glob("*.json"))]
+    profiles = [json.loads(p.read_text()) for p in sorted((ROOT / "simulator" / "profiles").glob("*.json"))]
     needed = [f for p in profiles if p["provenance"] == "calibrated" for f in _read_by_validate(p)]
     assert needed, "no calibrated profile names its layer measurements"
     assert all(f.is_file() for f in needed)
     missing = [str(f.relative_to(ROOT)) for f in needed if f not in shipped]
     assert not missing, f"not in pyproject's package-data: {missing}"
+
+
+def test_package_data_holds_the_profiles() -> None:
+    shipped = _shipped()
+    profiles = sorted((ROOT / "simulator" / "profiles").glob("*.json"))
+    assert profiles and all(p.resolve() in shipped for p in profiles)
 
 
 def test_package_data_stays_small() -> None:

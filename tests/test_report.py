@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 import yaml
 
-from calibration.validate import predict_case
 from simulator.cli.main import main
 from simulator.evaluate import evaluate
 from simulator.ir import load_program
@@ -22,6 +21,7 @@ from simulator.report.build import write_report
 from simulator.report.collect import check_row
 from simulator.report.figures import hazards_figure
 from simulator.scenario import parse_scenario
+from simulator.validation import predict_case
 
 ROOT = Path(__file__).resolve().parent.parent
 H200 = str(ROOT / "scenarios/dsv3_h200_dp8.yaml")

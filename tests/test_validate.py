@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from calibration.validate import evaluate, gain_signs, load_cases, split_of, summary_lines
 from simulator.cli.main import main
 from simulator.errors import InputError
+from simulator.validation import evaluate, gain_signs, load_cases, split_of, summary_lines
 from tests.test_fit import CASES, truth_profile, write_measurements
 
 

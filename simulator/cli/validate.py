@@ -43,8 +43,8 @@ def _folder(profile, given: Path | None) -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from calibration.validate import evaluate, load_cases, summary_lines
     from simulator.profile import load_profile
+    from simulator.validation import evaluate, load_cases, summary_lines
 
     profile_file = args.profile if Path(args.profile).is_file() else None
     measured = args.measurements.rglob("*.json") if args.measurements and args.measurements.is_dir() else ()
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(report))
     elif args.markdown:
-        from calibration.validation_markdown import report_markdown
+        from simulator.validation_markdown import report_markdown
 
         print(report_markdown(report), end="")
     else:

@@ -31,7 +31,7 @@ def read_validation(path: str | Path) -> dict[str, Any]:
 
 def measurements_folder(profile: Profile) -> Path | None:
     """The folder holding the ``cases.json`` the profile was fitted from, if it records one that exists."""
-    from calibration.validate import find_file
+    from simulator.validation import find_file
 
     for m in profile.measurements:
         if m.endswith("cases.json"):
@@ -58,10 +58,10 @@ def validate_profiles(profiles: list[Profile], progress: bool = True) -> tuple[d
 
 
 def validate(profile: Profile, folder: Path, progress: bool = True) -> dict[str, Any]:
-    """``calibration.validate.evaluate`` on the GPU cases of ``folder`` with the profile's hold-outs."""
+    """``simulator.validation.evaluate`` on the GPU cases of ``folder`` with the profile's hold-outs."""
     from tqdm import tqdm
 
-    from calibration.validate import evaluate, load_cases
+    from simulator.validation import evaluate, load_cases
 
     cases = [c for c in load_cases(folder) if c.get("device", "cuda") != "cpu"]
     if not cases:

@@ -1,4 +1,4 @@
-"""Markdown tables of a ``moesim validate`` report (``calibration.validate.evaluate``) and of the profile's
+"""Markdown tables of a ``moesim validate`` report (``simulator.validation.evaluate``) and of the profile's
 sharing-form choice: the figure tables of ``calibration/VALIDATION.md``, generated so that they cannot go stale
 (``benchmarks/regen_docs.py`` rewrites them; ``moesim validate --markdown`` prints the first)."""
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from calibration.validate import TARGETS, predict_case
 from simulator.profile import Profile
+from simulator.validation import TARGETS, predict_case
 from simulator.workloads.presets import get_preset
 
 WORST_CASES = 10
@@ -136,7 +136,7 @@ def sharing_markdown(profile: Profile, cases: Sequence[dict[str, Any]]) -> str:
     """The sharing forms the fit compared (``profile.fit['interference']``): held-out co-run side errors and
     calibration layer-gain errors as recorded, plus each form simulated on the held-out graph multi_stream
     cases (never used by any fit or choice), and unfitted fluid sharing for reference."""
-    from calibration.validate import split_of
+    from simulator.validation import split_of
 
     fit = profile.fit.get("interference") or {}
     layer = profile.fit.get("layer") or {}

@@ -1,5 +1,9 @@
-"""``moesim calibrate --out calibration/profiles/NAME.json [--from-measurements DIR]``: measure (GPU) and fit a
-profile, or refit one from stored raw measurements without a GPU."""
+"""``moesim calibrate --out simulator/profiles/NAME.json [--from-measurements DIR]``: measure (GPU) and fit a
+profile, or refit one from stored raw measurements without a GPU.
+
+A sub-command the calibration package adds to ``moesim`` through the ``moesim.commands`` entry point
+(``pyproject.toml``): the simulator never imports this package. Like the simulator's own sub-command modules,
+it imports only ``argparse`` and light ``simulator`` modules at module level, so ``moesim --help`` stays fast."""
 
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "only: per-op families from the layer traces, the sharing model's layer term and the eager "
                     "host-cost scale. "
                     "--from-measurements refits from a stored folder without a GPU.")
-    p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. calibration/profiles/h200.json")
+    p.add_argument("--out", required=True, type=Path, help="profile to write, e.g. simulator/profiles/h200.json")
     p.add_argument("--from-measurements", metavar="DIR", type=Path,
                    help="fit from this folder instead of measuring: microbench[/]microbench.json (solo shapes, "
                         "host costs), optionally microbench_corun/microbench.json (co-run records, preferred), "
@@ -62,7 +66,7 @@ def _measure(raw: Path, quick: bool, budget_s: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from calibration.fit import fit_profile
-    from calibration.validate import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS
+    from simulator.validation import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS
     from simulator.workloads.presets import get_preset
 
     out: Path = args.out

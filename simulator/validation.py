@@ -1,5 +1,7 @@
 """Simulator vs kernels_real: predict every measured layer case with the workload builder and a profile,
-compare with ``cases.json``, summarise errors and overlap-gain signs, optionally plot them."""
+compare with ``cases.json``, summarise errors and overlap-gain signs (``moesim validate``, the report's
+calibration section; ``calibration.fit`` fits on the same split and timing). Measurement folders are data read
+by path (``calibration/measurements/<gpu>/<date>``, as the profiles record them), never imported."""
 
 from __future__ import annotations
 
@@ -28,11 +30,13 @@ DEFAULT_HOLDOUT_TOKENS = (2, 32, 512)
 
 
 def resolve(path: str | Path) -> Path:
-    """A measurements path as given, or relative to the repository holding the ``calibration`` package."""
+    """A measurements path as given, or relative to the folder holding the ``simulator`` package: a checkout's
+    root, or the installed packages' folder, where the ``cases.json`` files shipped as package data lie under
+    ``calibration/measurements/`` as the profiles name them."""
     p = Path(path)
     if p.exists() or p.is_absolute():
         return p
-    return Path(str(resources.files("calibration"))).parent / p
+    return Path(str(resources.files("simulator"))).parent / p
 
 
 def find_file(folder: str | Path, name: str, subfolder: str) -> Path:
