@@ -135,6 +135,8 @@ class Interference(_Model):
     units: dict[str, str] = Field({}, description="per parameter: its unit or meaning, and where its value "
                                                   "comes from (measured, fitted on what, or carried)")
     source: str = Field(min_length=1)
+    carried_from: str | None = Field(None, description="the calibrated profile this model was carried from, when "
+                                                       "it was not measured on this GPU")
 
     def sharing_model(self) -> Any:
         """The engine's ``SharingModel`` for this form (imported lazily: the engine may land later)."""
@@ -179,7 +181,9 @@ class Profile(_Model):
         """One line naming the profile and its provenance; printed by every output."""
         if self.provenance == "calibrated":
             return f"{self.name} (calibrated on {self.hardware.gpu}, {self.date})"
-        return f"{self.name} (DATASHEET figures, not calibrated)"
+        carried = self.interference.carried_from
+        sharing = f", sharing carried from {carried}" if carried else ""
+        return f"{self.name} (DATASHEET figures{sharing}, not calibrated)"
 
     def host_costs(self, mode: Mode = "eager") -> HostCosts:
         return self.host.costs(mode)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from simulator.cli.main import main
+from simulator.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = {"model": {"preset": "DeepSeek-V2-Lite"}, "platform": {"profile": "mi300x"},
@@ -134,8 +135,9 @@ def test_sweep_names_the_profile_per_row(files: dict[str, str], capsys: pytest.C
     assert code == 0
     rows = [line for line in out.splitlines() if line.lstrip().startswith(("mi300x", "b200"))]
     assert len(rows) == 2
-    assert rows[0].endswith("— mi300x (DATASHEET figures, not calibrated)")
-    assert rows[1].endswith("— b200 (DATASHEET figures, not calibrated)")
+    assert rows[0].endswith(f"— {load_profile('mi300x').describe()}")
+    assert rows[1].endswith(f"— {load_profile('b200').describe()}")
+    assert all("DATASHEET" in row for row in rows)
 
 
 def test_sweep_skip_invalid_and_zip(files: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

@@ -19,7 +19,10 @@ def test_datasheet_profiles_ship_and_say_so() -> None:
     for name in DATASHEETS:
         p = load_profile(name)
         assert p.provenance == "datasheet"
-        assert p.describe() == f"{name} (DATASHEET figures, not calibrated)"
+        carried = p.interference.carried_from
+        sharing = f", sharing carried from {carried}" if carried else ""
+        assert p.describe() == f"{name} (DATASHEET figures{sharing}, not calibrated)"
+        assert carried is None or "NOT measured" in p.interference.source
 
 
 @pytest.mark.parametrize(("name", "sms", "hbm_GBps", "tflops"), [

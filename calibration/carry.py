@@ -1,0 +1,98 @@
+"""Carry what a calibrated profile measured, and no public figure gives, into a datasheet profile of another GPU.
+
+A datasheet profile (MI300X, B200) has vendor figures for its ceilings, SM/CU count and links, but nothing on
+how kernels share the device or on a graph's cross-stream edge. Rather than assume ideal sharing there, this
+copies from the calibrated profile, each with a source that says it was carried and not measured on that GPU:
+
+- ``host.graph_join_us``: the cost of a fork/join edge inside a replayed graph;
+- ``interference``: the sharing form and its dimensionless parameters (shares of the SM slots, of the HBM and
+  tensor ceilings, slowdown per unit of the others' bandwidth demand; each GPU's own ceilings scale them);
+- the ``resident`` mode of the GEMM families (which SM resources a running GEMM holds: read from the calibrated
+  GPU's traced kernels, so a statement about its libraries' kernels, not the other vendor's).
+
+``python -m calibration.carry --from h200 --to mi300x b200`` rewrites the ``--to`` profiles in place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError
+from simulator.outputs import write_text_atomic
+from simulator.profile import Profile, load_profile, parse_profile
+
+CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
+
+
+def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
+    """The profile document ``target`` with ``source``'s graph fork/join cost, sharing model and GEMM residency,
+    each labelled (the rest of the document as it was)."""
+    if source.provenance != "calibrated":
+        raise InputError(f"{source.name}: not a calibrated profile (provenance {source.provenance!r}); "
+                         "only measured quantities are carried")
+    where = f"{source.name} ({source.hardware.gpu}, {source.date})"
+    doc = json.loads(json.dumps(target))
+    gpu = parse_profile(doc, target.get("name", "<profile>")).hardware.gpu
+    join = source.host.graph_join_us
+    if join is not None:
+        doc["host"]["graph_join_us"] = {
+            "value": join.value,
+            "source": f"NOT measured on {gpu} and no public figure: carried from {where}: {join.source}"}
+    form = source.interference
+    doc["interference"] = {
+        "form": form.form, "params": dict(form.params), "carried_from": source.name,
+        "units": {k: f"{v} [carried from {where}]" for k, v in (form.units or {}).items()},
+        "source": f"NOT measured on {gpu}: the sharing model of {where} carried with its dimensionless "
+                  f"parameters (this GPU's own ceilings and SM/CU count scale them); {form.source}"}
+    families: dict[str, Any] = doc["kernel_families"]
+    for name in CARRIED_FAMILIES:
+        if name in families and name in source.kernel_families:
+            mode = source.kernel_families[name].resident
+            families[name]["resident"] = mode
+            families[name]["source"] = (f"{_without_carried(families[name]['source'])}; resident={mode} carried from "
+                                        f"{where}'s traced kernels (its vendor library's GEMMs, not {gpu}'s)")
+    parse_profile(doc, str(doc.get("name")))
+    return doc
+
+
+def _without_carried(source: str) -> str:
+    """A family's source with an earlier run's carried note removed (carrying twice says it once)."""
+    return source.split("; resident=")[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m calibration.carry", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--from", dest="source", default="h200", help="calibrated profile to carry from (default h200)")
+    ap.add_argument("--to", nargs="+", required=True, help="datasheet profiles to rewrite (names or paths)")
+    args = ap.parse_args(argv)
+    try:
+        source = load_profile(args.source)
+        outputs = []
+        for name in args.to:
+            path = _path(name)
+            load_profile(path)  # one-line errors for a missing or invalid profile
+            outputs.append((path, carried(json.loads(path.read_text()), source)))
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for path, doc in outputs:
+        write_text_atomic(path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        print(f"{path}: carried from {source.name}")
+    return 0
+
+
+def _path(name: str) -> Path:
+    """A profile's file: a path as given, or a shipped profile's by name."""
+    if name.endswith(".json") or "/" in name:
+        return Path(name)
+    return Path(str(resources.files("simulator") / "profiles" / f"{name}.json"))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""calibration.carry: measured quantities carried into a datasheet profile, each labelled, nothing else changed."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from calibration.carry import carried, main
+from simulator.errors import InputError
+from simulator.profile import load_profile, parse_profile
+
+PROFILES = Path(__file__).resolve().parent.parent / "simulator" / "profiles"
+
+
+def _doc(name: str) -> dict:
+    return json.loads((PROFILES / f"{name}.json").read_text())
+
+
+def test_carried_takes_the_sharing_model_join_cost_and_gemm_residency_and_says_so():
+    source = load_profile("h200")
+    target = _doc("h200-datasheet")
+    doc = carried(target, source)
+    profile = parse_profile(doc)
+    assert profile.interference.form == source.interference.form
+    assert profile.interference.params == source.interference.params
+    assert profile.describe() == "h200-datasheet (DATASHEET figures, sharing carried from h200, not calibrated)"
+    assert profile.interference.source.startswith(f"NOT measured on {profile.hardware.gpu}")
+    assert profile.host.graph_join_us.value == source.host.graph_join_us.value
+    assert "carried from h200" in profile.host.graph_join_us.source
+    for fam in ("gemm", "grouped_gemm"):
+        assert profile.kernel_families[fam].resident == source.kernel_families[fam].resident
+        assert "carried from h200" in profile.kernel_families[fam].source
+    untouched = {k for k in target if k not in ("host", "interference", "kernel_families")}
+    assert all(doc[k] == target[k] for k in untouched)
+    assert doc["ceilings"] == target["ceilings"]
+
+
+def test_carrying_twice_says_it_once():
+    source = load_profile("h200")
+    once = carried(_doc("b200"), source)
+    twice = carried(once, source)
+    assert twice == once
+
+
+def test_only_a_calibrated_profile_is_carried():
+    with pytest.raises(InputError, match="not a calibrated profile"):
+        carried(_doc("b200"), load_profile("mi300x"))
+
+
+def test_cli_rewrites_the_named_file_and_refuses_bad_input(tmp_path, capsys):
+    path = tmp_path / "b200.json"
+    shutil.copy(PROFILES / "b200.json", path)
+    assert main(["--to", str(path)]) == 0
+    assert load_profile(path).interference.form == load_profile("h200").interference.form
+    before = path.read_text()
+    assert main(["--to", str(path), str(tmp_path / "missing.json")]) == 2
+    assert path.read_text() == before  # nothing written when any input is bad
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
