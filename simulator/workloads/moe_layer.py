@@ -33,7 +33,6 @@ from simulator.profile import Profile
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.presets import MoEDims
 
-STRATEGIES: tuple[str, ...] = ("sequential", "multi_stream", "fused_shared")
 MODES: tuple[str, ...] = ("eager", "graph")
 F32, I32, I64 = 4, 4, 8
 
@@ -106,18 +105,6 @@ class CommHooks:
     dispatch: CommHook | None = None
     combine: CommHook | None = None
     after: CommHook | None = None
-
-
-def applicable(dims: MoEDims, strategy: str) -> str | None:
-    """None if ``strategy`` applies to ``dims``, else why not (as kernels_real says it)."""
-    if strategy not in STRATEGIES:
-        return f"unknown strategy {strategy!r}; known: {', '.join(STRATEGIES)}"
-    if strategy != "sequential" and not dims.has_shared:
-        return f"{dims.name} has no shared expert: {strategy} not applicable"
-    if strategy == "fused_shared" and not dims.fused_shared_chunks:
-        return (f"{dims.name}: shared intermediate {dims.shared_total} is not a multiple of the routed "
-                f"intermediate {dims.moe_intermediate}: fused_shared not applicable")
-    return None
 
 
 @dataclass(frozen=True)
@@ -350,7 +337,7 @@ def emit_moe_layer(b: ProgramBuilder, dims: MoEDims, tokens: int, strategy: str 
                    unsafe_inplace: bool = False) -> list[str]:
     """Issue one MoE layer from the builder's current stream (main); returns each micro-batch's output
     buffer. ``inputs``: the micro-batches' input buffers (default ``{layer}.ub{i}.x``)."""
-    reason = applicable(dims, strategy)
+    reason = dims.applicable(strategy)
     if reason:
         raise InputError(reason)
     if tokens <= 0:
