@@ -24,13 +24,13 @@ from simulator.workloads.attention import AttentionDims
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.collectives import LinkFigures
 from simulator.workloads.decode_step import (
-    Parallelism,
     emit_attention_block,
     emit_dense_mlp,
     emit_head,
     emit_moe_block,
     graph_program,
 )
+from simulator.workloads.layout import Parallelism
 from simulator.workloads.presets import MoEDims
 
 BASELINE = "sequential"

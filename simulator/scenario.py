@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from simulator.errors import EXPONENT_NUMBER, InputError, describe_validation_error
 from simulator.ir import read_document
 from simulator.workloads.attention import STEP_SHAPES, AttentionDims, StepShape, check_tp
-from simulator.workloads.decode_step import Parallelism
+from simulator.workloads.layout import Parallelism
 from simulator.workloads.presets import PRESETS, STRATEGIES, MoEDims, RouterKind, Strategy, get_preset
 
 # Sane upper bounds (the schema names them; every number is also required finite).
