@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from calibration.fit import fit_profile
 from simulator.validation import evaluate, load_cases
-from simulator.workloads.ranks import split_rank_name
+from simulator.workloads.presets import split_rank_name
 
 FOLDER = "calibration/measurements/h200/2026-12-02"
 DECODE = "calibration/measurements/h200/2026-12-03"

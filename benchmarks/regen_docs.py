@@ -122,7 +122,7 @@ def _corun_forms() -> str:
 
 
 def _experts_hit() -> str:
-    from simulator.workloads.moe_layer import expected_touched_experts, touched_experts
+    from simulator.workloads.layout import expected_touched_experts, touched_experts
     from simulator.workloads.presets import get_preset
 
     d = get_preset("deepseek_v3")
@@ -130,7 +130,7 @@ def _experts_hit() -> str:
             "| ---: | ---: | ---: |\n")
     rows = "".join(f"| {t} | {touched_experts(d, t):.1f} | {expected_touched_experts(d.n_experts, d.top_k, t):.1f} |\n"
                    for t in (1, 8, 32, 128, 256))
-    return head + rows + f"\nOf {d.n_experts} routed experts (top-{d.top_k}; `simulator/workloads/moe_layer.py`).\n"
+    return head + rows + f"\nOf {d.n_experts} routed experts (top-{d.top_k}; `simulator/workloads/layout.py`).\n"
 
 
 C = dst.CONCURRENCY

@@ -45,8 +45,7 @@ from simulator.validation import (
     resolve,
     split_of,
 )
-from simulator.workloads.presets import get_preset
-from simulator.workloads.ranks import split_rank_name
+from simulator.workloads.presets import get_preset, split_rank_name
 
 HOST_KEYS = ("launch_us", "record_us", "wait_us", "set_stream_us", "sync_us", "replay_us", "node_gap_us",
              "kernel_gap_us")

@@ -41,8 +41,9 @@ from simulator.ir import HostCosts, Launch, Program
 from simulator.profile import Profile
 from simulator.sharing import FluidSharing
 from simulator.workloads.builder import ProgramBuilder
-from simulator.workloads.moe_layer import LayerEmitter
+from simulator.workloads.layout import ExpertView
 from simulator.workloads.presets import get_preset
+from simulator.workloads.torch_ops import LayerEmitter
 
 FIT_PAIRS = ("S|R", "R|S", "S|G", "G|S", "S~|RG", "S|~RG")
 HELD_OUT_PAIRS = ("S|RG", "RG|S")
@@ -64,12 +65,12 @@ def emitted_pieces(preset: str, tokens: int, profile: Profile) -> dict[str, tupl
     """The workload emitter's S, R and G launches of one configuration (unscaled)."""
     dims = get_preset(preset)
     b = ProgramBuilder(host=profile.host_costs("eager"), cost=CostModel(profile))
-    e = LayerEmitter(b, dims, tokens, "p")
-    x = e.buf("x")
-    e.shared(x)
+    ops = LayerEmitter(b, dims, tokens, "p")
+    x = ops.buf("x")
+    ops.shared(x, dims.shared_total)
     n_shared = len(b.build().ops)
-    ids, wts = e.gate(x)
-    e.experts(x, ids, wts, dims.n_experts, dims.top_k)
+    ids, weights = ops.gate(x)
+    ops.experts(x, ids, weights, ExpertView.whole_layer(dims, tokens, fused=False))
     ops = [op for op in b.build().ops if isinstance(op, Launch)]
     shared, routed = tuple(ops[:n_shared]), ops[n_shared:]
     first_grouped = next(i for i, op in enumerate(routed) if op.family == "grouped_gemm")

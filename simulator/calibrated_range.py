@@ -11,7 +11,6 @@ from simulator.cost import CostModel
 from simulator.evaluate import StepCase
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.decode_step import emit_moe_block
-from simulator.workloads.moe_layer import applicable
 
 LISTED = 4  # table names quoted in one warning
 
@@ -25,7 +24,7 @@ def range_warnings(case: StepCase, strategies: tuple[str, ...]) -> tuple[str, ..
         return ()
     b = ProgramBuilder(host=profile.host_costs("eager"), cost=CostModel(profile))
     for strategy in dict.fromkeys(strategies):
-        if applicable(case.dims, strategy) is None:
+        if case.dims.applicable(strategy) is None:
             emit_moe_block(b, case.dims, case.par, link, case.tokens, case.tokens_group, strategy)
     missing: set[str] = set()
     beyond: dict[str, tuple[float, float]] = {}

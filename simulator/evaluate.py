@@ -24,14 +24,13 @@ from simulator.workloads.attention import AttentionDims
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.collectives import LinkFigures
 from simulator.workloads.decode_step import (
-    Parallelism,
     emit_attention_block,
     emit_dense_mlp,
     emit_head,
     emit_moe_block,
     graph_program,
 )
-from simulator.workloads.moe_layer import applicable
+from simulator.workloads.layout import Parallelism
 from simulator.workloads.presets import MoEDims
 
 BASELINE = "sequential"
@@ -200,7 +199,7 @@ class Evaluation:
 
 def _ran(scenario: Scenario, case: StepCase, strategy: str) -> tuple[str | None, str | None]:
     """The strategy that actually runs once the knobs apply, and why it differs (if it does)."""
-    reason = applicable(case.dims, strategy)
+    reason = case.dims.applicable(strategy)
     if reason:
         return None, reason
     knobs = scenario.strategies

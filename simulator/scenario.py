@@ -19,12 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from simulator.errors import EXPONENT_NUMBER, InputError, describe_validation_error
 from simulator.ir import read_document
 from simulator.workloads.attention import STEP_SHAPES, AttentionDims, StepShape, check_tp
-from simulator.workloads.decode_step import Parallelism
-from simulator.workloads.moe_layer import STRATEGIES
-from simulator.workloads.presets import PRESETS, MoEDims, get_preset
-
-Strategy = Literal["sequential", "multi_stream", "fused_shared"]
-
+from simulator.workloads.layout import Parallelism
+from simulator.workloads.presets import PRESETS, STRATEGIES, MoEDims, RouterKind, Strategy, get_preset
 
 # Sane upper bounds (the schema names them; every number is also required finite).
 MAX_WIDTH = 2**20  # hidden sizes, intermediate sizes, head dims, ranks
@@ -50,7 +46,7 @@ class MoESpec(_Strict):
     top_k: int | None = Field(None, gt=0, le=MAX_COUNT)
     shared_intermediate: int | None = Field(None, ge=0, le=MAX_WIDTH)
     n_shared: int | None = Field(None, ge=0, le=MAX_COUNT)
-    router: Literal["softmax", "grouped_sigmoid", "topk_sigmoid"] | None = None
+    router: RouterKind | None = None
     n_group: int | None = Field(None, gt=0, le=MAX_COUNT)
     topk_group: int | None = Field(None, gt=0, le=MAX_COUNT)
 

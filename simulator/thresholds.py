@@ -18,7 +18,6 @@ from typing import Any
 from simulator.errors import InputError
 from simulator.evaluate import Evaluation, evaluate
 from simulator.scenario import Scenario, parse_scenario
-from simulator.workloads.moe_layer import applicable
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ def _layout(s: Scenario) -> str:
 
 def gain_curve(scenario: Scenario, source: str) -> Curve:
     """multi_stream against its alternatives over ``thresholds.concurrency``."""
-    reason = applicable(scenario.model.moe_dims(), "multi_stream")
+    reason = scenario.model.moe_dims().applicable("multi_stream")
     if reason:
         raise InputError(f"{source}: {reason}")
     base = scenario.model_dump(mode="json", exclude_none=True)

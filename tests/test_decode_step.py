@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from simulator.cost import CostModel
 from simulator.evaluate import (
     attention_block_us,
     block_time,
@@ -21,9 +22,11 @@ from simulator.hazards import find_hazards
 from simulator.ir import Launch
 from simulator.profile import load_profile
 from simulator.scenario import parse_scenario
+from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.collectives import COMM_SM, LinkFigures, all_reduce_us, all_to_all_us
-from simulator.workloads.decode_step import Parallelism, expert_view, graph_program
-from simulator.workloads.moe_layer import moe_layer_program, touched_experts
+from simulator.workloads.decode_step import emit_moe_block, graph_program
+from simulator.workloads.layout import ExpertView, Parallelism, grid_touched_experts, touched_experts
+from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
 
 DSV3 = get_preset("deepseek_v3")
@@ -42,7 +45,7 @@ def _scenario(tp: int = 1, dp: int = 8, ep: int = 8, concurrency: int = 4, prese
 def test_expert_view_dp_ep_by_hand() -> None:
     # Qwen2-57B (softmax router: uniform picks), DP4 EP4, one token per rank: 4 distinct tokens, each with
     # 8 of 64 experts; a rank holds 16 experts, each hit by a token with probability 8/64.
-    v = expert_view(QWEN2, Parallelism(1, 4, 4), 4, fused=False)
+    v = ExpertView.of_rank(QWEN2, Parallelism(1, 4, 4), 4, fused=False)
     assert v.rows == 8 and v.routed_rows == pytest.approx(8.0)  # 4 tokens × 8 picks / 4 ranks
     assert v.touched == pytest.approx(16 * (1 - (1 - 8 / 64) ** 4))
     assert (v.groups, v.intermediate, v.chunks) == (16, 2560, 0)
@@ -51,26 +54,26 @@ def test_expert_view_dp_ep_by_hand() -> None:
 def test_expert_view_takes_the_biased_router_count_and_a_rank_share_of_it() -> None:
     # DeepSeek-V3's grouped_sigmoid router (kernels_real's random bias) hits fewer experts than uniform picks;
     # a DP8 EP8 rank holds an eighth of those hit by all 64 tokens.
-    v = expert_view(DSV3, Parallelism(1, 8, 8), 64, fused=False)
+    v = ExpertView.of_rank(DSV3, Parallelism(1, 8, 8), 64, fused=False)
     assert v.rows == 64  # 64 tokens × 8 picks / 8 ranks
     assert v.touched == pytest.approx(touched_experts(DSV3, 64) / 8)
     assert v.touched < 32 * (1 - (1 - 8 / 256) ** 64) - 1  # uniform would hit ~27.9 of the rank's 32
 
 
 def test_expert_view_tp_and_fused_by_hand() -> None:
-    v = expert_view(QWEN2, Parallelism(8, 1, 1), 4, fused=False)  # plain TP8: all experts, width 2560 / 8
+    v = ExpertView.of_rank(QWEN2, Parallelism(8, 1, 1), 4, fused=False)  # plain TP8: all experts, width 2560 / 8
     assert (v.rows, v.groups, v.intermediate) == (32, 64, 320)
     assert v.touched == pytest.approx(64 * (1 - (1 - 8 / 64) ** 4))
     # TP4 EP4, 64 tokens, Qwen2's 20480-wide shared expert fused as 8 chunks of 2560, one replica per rank:
     # 64·8/4 routed rows, and 8 chunks of 64/4 rows each.
-    f = expert_view(QWEN2, Parallelism(4, 1, 4), 64, fused=True)
+    f = ExpertView.of_rank(QWEN2, Parallelism(4, 1, 4), 64, fused=True)
     assert (f.chunks, f.shared_rows, f.groups) == (8, 16.0, 16 + 8)
     assert f.rows == 64 * 8 // 4 + 8 * 16
     assert f.active == pytest.approx(16 * (1 - (1 - 8 / 64) ** 64) + 8)
 
 
 def test_expert_view_never_touches_more_experts_than_rows() -> None:
-    v = expert_view(DSV3, Parallelism(8, 1, 8), 1, fused=False)  # one token: 8 picks over 8 ranks
+    v = ExpertView.of_rank(DSV3, Parallelism(8, 1, 8), 1, fused=False)  # one token: 8 picks over 8 ranks
     assert v.rows == 1 and v.touched == pytest.approx(1.0)
 
 
@@ -99,6 +102,23 @@ def test_dp_ep_block_dispatches_and_combines_on_main_with_shared_on_aux() -> Non
     assert by_name["dispatch"].sm == COMM_SM and by_name["dispatch"].tc == 0
     assert {k.stream for k in _launches(program) if k.kernel.startswith("shared_")} == {"aux"}
     assert "all_reduce" not in by_name  # tp = 1
+
+
+def test_collectives_sit_between_the_right_torch_ops() -> None:
+    """TP2 × DP4, EP8: the dispatch reads the input after the gate and feeds the grouped GEMMs' gather, the
+    combine follows the routed output, the add reads it, and the all-reduce comes last."""
+    builder = ProgramBuilder(cost=CostModel(PROFILE))
+    link = LinkFigures(bandwidth_GBps=100.0, latency_us=5.0)
+    outs = emit_moe_block(builder, DSV3, Parallelism(2, 4, 8), link, 4, 16, "multi_stream")
+    launches = [op for op in builder.ops if isinstance(op, Launch)]
+    main = [op.kernel for op in launches if op.stream == "main"]
+    assert main.index("topk") < main.index("dispatch") < main.index("grouped_mm_gate_up")
+    assert main.index("to_bf16") < main.index("combine") < main.index("add") < main.index("all_reduce")
+    gather = next(op for op in launches if op.kernel == "index_select")
+    assert gather.reads[0] == "moe.ub0.x.dispatch"
+    assert next(op for op in launches if op.kernel == "add").reads[0] == "moe.ub0.routed_out.combine"
+    assert outs == ["moe.ub0.out.all_reduce"]
+    assert find_hazards(builder.build()) == []
 
 
 def test_tp_block_all_reduces_and_never_dispatches() -> None:
@@ -235,8 +255,6 @@ def test_grouped_gemm_uses_the_measured_table_at_the_rank_rows() -> None:
 
 
 def test_router_grid_is_exact_at_powers_of_two_and_close_between() -> None:
-    from simulator.workloads.decode_step import grid_touched_experts
-
     for tokens in (8, 16, 256):  # measured token counts: the router's own Monte-Carlo
         assert grid_touched_experts(DSV3, tokens) == touched_experts(DSV3, tokens)
     lo, hi = touched_experts(DSV3, 181), touched_experts(DSV3, 215)  # grid points round(2^7.5), round(2^7.75)

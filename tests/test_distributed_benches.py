@@ -94,7 +94,7 @@ def test_bench_collectives_group_of_one_on_cpu(single_rank_env: None, tmp_path: 
 @pytest.mark.parametrize(("module", "argv", "message"), [
     (bench_layers, ["--parallel", "pp"], "unknown parallel 'pp'"),
     (bench_layers, ["--tokens", "0"], "token counts must be >= 1"),
-    (bench_layers, ["--presets", "gpt5"], "unknown preset 'gpt5'"),
+    (bench_layers, ["--presets", "gpt5"], "unknown MoE preset 'gpt5'"),
     (bench_collectives, ["--sizes", "0"], "message sizes must be >= 1"),
 ])
 def test_bad_input_is_one_line_and_exit_2(module, argv: list[str], message: str, tmp_path: Path,

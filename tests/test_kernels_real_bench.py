@@ -69,7 +69,7 @@ def test_budget_guard_skips_and_still_writes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--presets", "nope"], "unknown preset"),
+        (["--presets", "nope"], "unknown MoE preset"),
         (["--tokens", "0"], "token counts must be >= 1"),
         (["--strategies", "parallel"], "unknown strategy"),
         (["--modes", "lazy"], "unknown mode"),

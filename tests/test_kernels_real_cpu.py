@@ -8,17 +8,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels_real.config import (  # noqa: E402
-    PRESETS,
-    ConfigError,
-    MoEConfig,
-    NotApplicableError,
-    get_preset,
-)
+from kernels_real.config import ConfigError, MoEConfig, NotApplicableError, get_preset  # noqa: E402
 from kernels_real.grouped_gemm import BACKENDS, grouped_mm, make_groups  # noqa: E402
 from kernels_real.layer import MoELayer, MoEWeights  # noqa: E402
 from kernels_real.reference import reference_forward  # noqa: E402
 from kernels_real.routing import route  # noqa: E402
+from simulator.workloads.presets import PRESETS  # noqa: E402
 
 TOL = 1.5e-2  # relative Frobenius error allowed for bf16 against float64
 
@@ -170,7 +165,7 @@ def test_bad_inputs_raise_clear_errors() -> None:
         layer(_input(cfg, 2), w, "parallel")
     with pytest.raises(ConfigError, match="micro-batch index 2"):
         layer(_input(cfg, 2), w, "multi_stream", ubatch=2)
-    with pytest.raises(ConfigError, match="unknown preset"):
+    with pytest.raises(ConfigError, match="unknown MoE preset"):
         get_preset("gpt-5")
     with pytest.raises(ConfigError, match="CPU only"):
         MoELayer(cfg, "cuda", backend="loop")

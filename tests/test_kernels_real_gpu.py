@@ -11,10 +11,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernels_real.config import PRESETS, get_preset  # noqa: E402
+from kernels_real.config import get_preset  # noqa: E402
 from kernels_real.layer import MoELayer, MoEWeights  # noqa: E402
 from kernels_real.reference import reference_forward  # noqa: E402
 from kernels_real.streams import current_stream, platform_info, reset_current_stream  # noqa: E402
+from simulator.workloads.presets import PRESETS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]

@@ -87,78 +87,79 @@ def check_tp(attn: AttentionDims, tp: int) -> str | None:
 
 
 class KernelIssuer:
-    """Costs and launches one block's kernels (``t`` tokens wide) on the builder's current stream."""
+    """Costs and launches one block's kernels (``tokens`` wide, ``elem_bytes`` per element) on the builder's
+    current stream."""
 
-    def __init__(self, b: ProgramBuilder, tokens: int, width: int, prefix: str) -> None:
-        if b.cost is None:
+    def __init__(self, builder: ProgramBuilder, tokens: int, elem_bytes: int, prefix: str) -> None:
+        if builder.cost is None:
             raise InputError("emitting attention needs a builder with a cost model")
-        self.b, self.t, self.w, self.prefix = b, tokens, width, prefix
-        self.sms = b.cost.profile.hardware.sm_count
-        self.profile = b.cost.profile
+        self.builder, self.tokens, self.elem_bytes, self.prefix = builder, tokens, elem_bytes, prefix
+        self.sms = builder.cost.profile.hardware.sm_count
+        self.profile = builder.cost.profile
 
     def buf(self, name: str) -> str:
         return f"{self.prefix}.{name}"
 
     def launch(self, name: str, family: str, *, nbytes: float, flops: float = 0.0, sm: float,
                rows: int | None = None, reads: tuple[str, ...] = (), out: str) -> str:
-        self.b.launch(KernelSpec(name=name, family=family, flops=flops, bytes=nbytes, sm=sm, rows=rows,
-                                 reads=reads, writes=(self.buf(out),)))
+        self.builder.launch(KernelSpec(name=name, family=family, flops=flops, bytes=nbytes, sm=sm, rows=rows,
+                                       reads=reads, writes=(self.buf(out),)))
         return self.buf(out)
 
-    def gemm(self, name: str, x: str, k: int, n: int, out: str, groups: int = 1) -> str:
-        """``groups`` independent ``t × k @ k × n`` GEMMs (a batched GEMM when > 1)."""
-        t, w = self.t, self.w
-        fam = self.profile.family("gemm")
-        sm = gemm_grid_share(t, n, fam, self.sms, groups=groups, depth=k)
-        return self.launch(name, "gemm", nbytes=w * groups * (t * k + k * n + t * n),
-                           flops=2.0 * groups * t * k * n, sm=sm, rows=t, reads=(x,), out=out)
+    def gemm(self, name: str, x: str, depth: int, width: int, out: str, groups: int = 1) -> str:
+        """``groups`` independent ``tokens × depth @ depth × width`` GEMMs (a batched GEMM when > 1)."""
+        tokens, elem = self.tokens, self.elem_bytes
+        family = self.profile.family("gemm")
+        sm = gemm_grid_share(tokens, width, family, self.sms, groups=groups, depth=depth)
+        return self.launch(name, "gemm", nbytes=elem * groups * (tokens * depth + depth * width + tokens * width),
+                           flops=2.0 * groups * tokens * depth * width, sm=sm, rows=tokens, reads=(x,), out=out)
 
     def elementwise(self, name: str, x: str, elements: float, bytes_per_elem: float, out: str) -> str:
         sm = elementwise_grid_share(elements, self.profile.family("elementwise"), self.sms)
         return self.launch(name, "elementwise", nbytes=elements * bytes_per_elem, sm=sm, reads=(x,), out=out)
 
     def decode_attention(self, x: str, cache_bytes: float, flops: float, head_blocks: int, length: int) -> str:
-        """Split-KV decode attention: ``t × head_blocks`` blocks, each cache split in chunks until the
+        """Split-KV decode attention: ``tokens × head_blocks`` blocks, each cache split in chunks until the
         grid covers the device (at most one chunk per ``SPLIT_KV_CHUNK`` cached tokens)."""
-        base = self.t * head_blocks
+        base = self.tokens * head_blocks
         splits = min(math.ceil(max(length, 1) / SPLIT_KV_CHUNK), max(1, math.ceil(self.sms / base)))
         sm = min(1.0, base * splits / self.sms)
         return self.launch("decode_attention", "attention", nbytes=cache_bytes, flops=flops, sm=sm,
                            reads=(x, self.buf("kv_cache")), out="attn_out")
 
 
-def emit_attention(b: ProgramBuilder, attn: AttentionDims, hidden: int, dtype_bytes: int, tokens: int,
+def emit_attention(builder: ProgramBuilder, attn: AttentionDims, hidden: int, dtype_bytes: int, tokens: int,
                    kv_len: int, tp: int, prefix: str = "attn") -> str:
     """Issue one attention block (without the all-reduce) on the current stream; returns its output."""
     reason = check_tp(attn, tp)
     if reason:
         raise InputError(reason)
-    k = KernelIssuer(b, tokens, dtype_bytes, prefix)
-    t, w, heads = tokens, dtype_bytes, attn.heads // tp
-    x = k.elementwise("input_rmsnorm", k.buf("x"), t * hidden, 2 * w, "x_norm")
+    kernels = KernelIssuer(builder, tokens, dtype_bytes, prefix)
+    elem, heads = dtype_bytes, attn.heads // tp
+    x = kernels.elementwise("input_rmsnorm", kernels.buf("x"), tokens * hidden, 2 * elem, "x_norm")
     if attn.kind == "mla":
         latent, rope, nope = attn.kv_lora_rank, attn.qk_rope_head_dim, attn.qk_nope_head_dim
         q_head = nope + rope
         if attn.q_lora_rank:
-            qkv = k.gemm("qkv_a_proj", x, hidden, attn.q_lora_rank + latent + rope, "qkv_a")
-            q_lat = k.elementwise("q_a_rmsnorm", qkv, t * attn.q_lora_rank, 2 * w, "q_a")
-            q = k.gemm("q_b_proj", q_lat, attn.q_lora_rank, heads * q_head, "q")
+            qkv = kernels.gemm("qkv_a_proj", x, hidden, attn.q_lora_rank + latent + rope, "qkv_a")
+            q_lat = kernels.elementwise("q_a_rmsnorm", qkv, tokens * attn.q_lora_rank, 2 * elem, "q_a")
+            q = kernels.gemm("q_b_proj", q_lat, attn.q_lora_rank, heads * q_head, "q")
         else:
-            q = k.gemm("q_proj", x, hidden, heads * q_head, "q")
-            qkv = k.gemm("kv_a_proj", x, hidden, latent + rope, "qkv_a")
-        k.elementwise("kv_a_rmsnorm", qkv, t * latent, 2 * w, "kv_a")
-        q_abs = k.gemm("w_uk_absorb", q, nope, latent, "q_absorbed", groups=heads)
-        k.elementwise("rotary", q_abs, t * heads * rope, 2 * w, "q_rope")
-        cache = w * t * kv_len * (latent + rope)
-        flops = 2.0 * t * heads * kv_len * (latent + rope + latent)
-        o = k.decode_attention(q_abs, cache, flops, max(1, math.ceil(heads / 64)), kv_len)
-        o = k.gemm("w_uv", o, latent, attn.v_head_dim, "attn_v", groups=heads)
-        return k.gemm("o_proj", o, heads * attn.v_head_dim, hidden, "o")
+            q = kernels.gemm("q_proj", x, hidden, heads * q_head, "q")
+            qkv = kernels.gemm("kv_a_proj", x, hidden, latent + rope, "qkv_a")
+        kernels.elementwise("kv_a_rmsnorm", qkv, tokens * latent, 2 * elem, "kv_a")
+        q_abs = kernels.gemm("w_uk_absorb", q, nope, latent, "q_absorbed", groups=heads)
+        kernels.elementwise("rotary", q_abs, tokens * heads * rope, 2 * elem, "q_rope")
+        cache = elem * tokens * kv_len * (latent + rope)
+        flops = 2.0 * tokens * heads * kv_len * (latent + rope + latent)
+        out = kernels.decode_attention(q_abs, cache, flops, max(1, math.ceil(heads / 64)), kv_len)
+        out = kernels.gemm("w_uv", out, latent, attn.v_head_dim, "attn_v", groups=heads)
+        return kernels.gemm("o_proj", out, heads * attn.v_head_dim, hidden, "o")
     kv_heads = max(1, attn.kv_heads // tp)
     hd = attn.head_dim
-    qkv = k.gemm("qkv_proj", x, hidden, (heads + 2 * kv_heads) * hd, "qkv")
-    q = k.elementwise("rotary", qkv, t * (heads + kv_heads) * hd, 2 * w, "q_rope")
-    cache = w * t * kv_len * 2 * kv_heads * hd
-    flops = 4.0 * t * heads * kv_len * hd
-    o = k.decode_attention(q, cache, flops, kv_heads, kv_len)
-    return k.gemm("o_proj", o, heads * hd, hidden, "o")
+    qkv = kernels.gemm("qkv_proj", x, hidden, (heads + 2 * kv_heads) * hd, "qkv")
+    q = kernels.elementwise("rotary", qkv, tokens * (heads + kv_heads) * hd, 2 * elem, "q_rope")
+    cache = elem * tokens * kv_len * 2 * kv_heads * hd
+    flops = 4.0 * tokens * heads * kv_len * hd
+    out = kernels.decode_attention(q, cache, flops, kv_heads, kv_len)
+    return kernels.gemm("o_proj", out, heads * hd, hidden, "o")
