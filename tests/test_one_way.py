@@ -55,24 +55,27 @@ def test_simulator_never_imports_calibration() -> None:
     assert not found, f"simulator/ imports calibration: {found}"
 
 
+def _assert_runs(code: str) -> None:
+    """Run ``code`` in a fresh interpreter on this checkout; its assertions must hold."""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+
+
 def test_importing_every_simulator_module_loads_no_calibration() -> None:
     code = ("import pkgutil, importlib, sys, simulator\n"
             "for m in pkgutil.walk_packages(simulator.__path__, 'simulator.'):\n"
             "    importlib.import_module(m.name)\n"
             "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'calibration')\n"
             "assert not loaded, loaded\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
+    _assert_runs(code)
 
 
 def test_build_parser_loads_the_calibrate_entry_point_only() -> None:
     code = ("import sys\nfrom simulator.cli.main import build_parser\nbuild_parser()\n"
             "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'calibration')\n"
             "assert loaded == ['calibration', 'calibration.cli'], loaded\n")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
+    _assert_runs(code)
 
 
 def test_pyproject_registers_calibrate() -> None:
