@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode), or all (= tests+micro+sweep).
+# graphprobe, decode, layertraces), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -83,6 +83,18 @@ if has decode; then
     2>&1 | tee "$out/ranks.log" | tail -70
   python3 -m calibration.microbench.graph_corun --out "$out/graph_corun" --budget-s "${CORUN_BUDGET_S:-200}" \
     2>&1 | tee "$out/graph-corun.log" | tail -90
+fi
+if has layertraces; then
+  # the layer at the small-token regime where the model misses (llama4_scout and its TP ranks; deepseek_v3 and
+  # its TP2 rank; qwen2), timed interleaved, each graph traced after its preset's timing on the instance that was
+  # timed (3 back-to-back replays), one preset per process; kernels.json keeps start times and occupancy
+  for preset in llama4_scout llama4_scout@tp2 llama4_scout@tp4 deepseek_v3 deepseek_v3@tp2 qwen2_57b_a14b; do
+    python3 -m kernels_real.bench --out "$out/layer_traces/$preset" --modes graph \
+      --strategies sequential multi_stream --interleave-graph --presets "$preset" --tokens 1 2 4 16 \
+      --trace-presets "$preset" --trace-tokens 1 2 4 16 --graph-trace-replays 3 --trace-timed-graphs \
+      --budget-s 40 2>&1 | tee -a "$out/layertraces.log" | tail -10
+  done
+  python3 -m calibration.merge_bench_runs "$out/layer_traces"
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases

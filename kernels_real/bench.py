@@ -150,13 +150,22 @@ class Timer:
         return [t / layers_per_step for t in time_steps(step, n, self.gpu)]
 
 
+OCCUPANCY_ARGS = ("registers per thread", "shared memory", "blocks per SM", "est. achieved occupancy %")
+
+
 def _kernels_from_trace(trace: dict) -> list[dict[str, object]]:
-    """Each GPU kernel of a Kineto trace: name, duration (µs), stream, grid and block."""
+    """Each GPU kernel of a Kineto trace: name, start (µs after the first kernel's), duration (µs), stream,
+    grid, block and, where Kineto records them, its occupancy figures."""
     kernels = [e for e in trace.get("traceEvents", []) if e.get("cat") == "kernel"]
     kernels.sort(key=lambda e: e["ts"])
-    return [{"name": e["name"], "dur_us": e["dur"], "stream": e.get("args", {}).get("stream"),
-             "grid": e.get("args", {}).get("grid"), "block": e.get("args", {}).get("block")}
-            for e in kernels]
+    first = kernels[0]["ts"] if kernels else 0.0
+    records = []
+    for e in kernels:
+        args = e.get("args", {})
+        records.append({"name": e["name"], "start_us": round(e["ts"] - first, 3), "dur_us": e["dur"],
+                        "stream": args.get("stream"), "grid": args.get("grid"), "block": args.get("block"),
+                        **{key: args[key] for key in OCCUPANCY_ARGS if key in args}})
+    return records
 
 
 def _trace(fn: Callable[[], None], path: Path, meta: dict[str, object], gpu: bool) -> list[dict[str, object]]:

@@ -178,3 +178,20 @@ def test_the_trace_pass_holds_the_weight_sets_that_were_timed(tmp_path, monkeypa
     for _ in range(2):
         sweep._with_weights(tiny, lambda cfg, layer, w: seen.append(len(w)))
     assert seen == [3, 3]
+
+
+def test_kernel_records_carry_start_times_and_occupancy() -> None:
+    """A hand-made Kineto trace: kernels come back in start order, starts relative to the first kernel, the
+    occupancy args kept where Kineto gave them and absent where it did not; CPU ops are not kernels."""
+    trace = {"traceEvents": [
+        {"cat": "kernel", "name": "b", "ts": 110.5, "dur": 3.0, "args": {"stream": 9, "grid": [1, 1, 1],
+                                                                          "block": [32, 1, 1]}},
+        {"cat": "cpu_op", "name": "aten::mm", "ts": 90.0, "dur": 5.0, "args": {}},
+        {"cat": "kernel", "name": "a", "ts": 100.0, "dur": 7.0, "args": {
+            "stream": 7, "grid": [132, 1, 1], "block": [384, 1, 1], "registers per thread": 168,
+            "shared memory": 200704, "blocks per SM": 1.0, "est. achieved occupancy %": 19}}]}
+    first, second = bench._kernels_from_trace(trace)
+    assert (first["name"], first["start_us"], first["stream"]) == ("a", 0.0, 7)
+    assert first["registers per thread"] == 168 and first["shared memory"] == 200704
+    assert (second["name"], second["start_us"], second["dur_us"]) == ("b", 10.5, 3.0)
+    assert "registers per thread" not in second
