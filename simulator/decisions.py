@@ -9,12 +9,15 @@ else |measured gain|). Policies compared:
 - ``always``: multi_stream everywhere;
 - ``vllm_default``: multi_stream up to 256 tokens (vLLM's default
   ``VLLM_SHARED_EXPERTS_STREAM_TOKEN_THRESHOLD``), sequential above;
-- ``never``: sequential everywhere.
+- ``never``: sequential everywhere;
+- ``measured_elsewhere`` (:func:`measured_elsewhere`, when a reference measurement is given): multi_stream
+  where the same point, measured on another machine start, gained more than the margin. No predictor can be
+  expected to beat it by much: it is the reproducibility floor of the measurement itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +42,12 @@ POLICIES: dict[str, Policy] = {
     "vllm_default": lambda p, margin: p.tokens <= VLLM_DEFAULT_THRESHOLD,
     "never": lambda p, margin: False,
 }
+
+
+def measured_elsewhere(reference: Mapping[tuple[str, int], float]) -> Policy:
+    """The policy of one who measured every point on another machine start: multi_stream where that
+    measurement's gain (a fraction, keyed by (preset, tokens)) exceeds the margin."""
+    return lambda p, margin: reference[(p.preset, p.tokens)] > margin
 
 
 def regret(point: GainPoint, multi_stream: bool) -> float:
@@ -80,7 +89,7 @@ def verdict(scores: Sequence[PolicyScore]) -> list[str]:
     by = {s.policy: s for s in scores}
     model = by["model"]
     lines = []
-    for name in ("always", "vllm_default", "never"):
+    for name in ("always", "vllm_default", "never", "measured_elsewhere"):
         other = by.get(name)
         if other is None:
             continue

@@ -147,6 +147,12 @@ def graph_pairs(runs: Iterable[str | Path]) -> dict[tuple[str, int], dict[str, d
     return {k: v for k, v in sorted(pairs.items()) if len(v) == 2}
 
 
+def measured_gains(runs: Iterable[str | Path]) -> dict[tuple[str, int], float]:
+    """(preset, tokens) → measured multi_stream gain over sequential (a fraction) at every graph point."""
+    return {key: 1 - cases["multi_stream"]["median_us"] / cases["sequential"]["median_us"]
+            for key, cases in graph_pairs(runs).items()}
+
+
 def gain_points(profile: Profile, runs: Iterable[str | Path], progress: Any = None) -> list[GainPoint]:
     """Measured and predicted multi_stream gain over sequential at every graph point of ``runs``."""
     sharing = profile.sharing_model()

@@ -56,3 +56,16 @@ def test_thresholds_say_how_far_the_choice_was_scored():
         "points": 3, "runs": ["r"], "margin": 0.005, "verdict": verdict(score(POINTS, 0.005))})
     lines = scored.decision_lines()
     assert "3 measured graph points" in lines[0] and lines[-1].startswith("model beats never")
+
+
+def test_measured_elsewhere_chooses_by_the_other_measurement():
+    """The reference says a t1 lost (−2 %) and b t2 gained (+3 %): the policy picks sequential at a t1 (regret
+    10 points there), multi_stream at b t2 (regret 1) and at a t512 (+1 %: regret 3)."""
+    from simulator.decisions import POLICIES, measured_elsewhere
+
+    reference = {("a", 1): -0.02, ("a", 512): 0.01, ("b", 2): 0.03}
+    by = {s.policy: s for s in score(POINTS, 0.005, {**POLICIES, "measured_elsewhere": measured_elsewhere(reference)})}
+    elsewhere = by["measured_elsewhere"]
+    assert elsewhere.mean == pytest.approx(0.14 / 3) and elsewhere.worst == pytest.approx(0.10)
+    assert elsewhere.worst_at == "a t1" and elsewhere.chose_multi_stream == 2
+    assert verdict(list(by.values()))[-1].startswith("model beats measured_elsewhere")
