@@ -109,6 +109,24 @@ def _decisions() -> str:
     return dec.markdown(dec.points_of(runs, "h200"), 0.005, _profile().describe(), runs) + "\n"
 
 
+HELD_OUT_START = "calibration/measurements/h200/2026-12-03/kernels_real10"
+LAYER_TRACES = "calibration/measurements/h200/2026-12-03/layer_traces"
+
+
+def _reproducibility() -> str:
+    import decisions as dec
+
+    reference = dec.reference_gains(list(DECODE_RUNS))
+    points = [p for p in dec.points_of([HELD_OUT_START], "h200") if (p.preset, p.tokens) in reference]
+    return dec.markdown(points, 0.005, _profile().describe(), [HELD_OUT_START], reference, list(DECODE_RUNS)) + "\n"
+
+
+def _layer_overlap() -> str:
+    import layer_overlap as lo  # benchmarks/layer_overlap.py
+
+    return lo.markdown(lo.overlaps(ROOT / LAYER_TRACES, top=2)) + "\n"
+
+
 def _lopo() -> str:
     import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
 
@@ -159,6 +177,10 @@ BLOCKS: dict[str, Block] = {
     "decode-lopo": Block(VALIDATION, "python benchmarks/leave_one_preset_out.py", _lopo, slow=True),
     "decode-decisions": Block(VALIDATION, "python benchmarks/decisions.py"
                               + "".join(f" --run {r}" for r in DECODE_RUNS) + " --profile h200", _decisions),
+    "decode-reproducibility": Block(VALIDATION, f"python benchmarks/decisions.py --run {HELD_OUT_START}"
+                                    + "".join(f" --reference-run {r}" for r in DECODE_RUNS) + " --profile h200",
+                                    _reproducibility),
+    "decode-layer-overlap": Block(VALIDATION, f"python benchmarks/layer_overlap.py {LAYER_TRACES}", _layer_overlap),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
     "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),
