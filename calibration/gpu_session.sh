@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces), or all (= tests+micro+sweep).
+# graphprobe, decode, layertraces, placement), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -95,6 +95,11 @@ if has layertraces; then
       --budget-s 40 2>&1 | tee -a "$out/layertraces.log" | tail -10
   done
   python3 -m calibration.merge_bench_runs "$out/layer_traces"
+fi
+if has placement; then
+  # the fp32 router GEMM beside shared-expert GEMMs whose grids leave more or fewer SMs free, inside graphs
+  python3 -m calibration.microbench.placement_probe --out "$out/placement" --budget-s "${PLACEMENT_BUDGET_S:-150}" \
+    2>&1 | tee "$out/placement.log" | tail -90
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases

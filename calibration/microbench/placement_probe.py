@@ -1,0 +1,103 @@
+"""Where does a kernel land when another kernel holds most SMs? The fp32 router GEMM beside a shared-expert GEMM.
+
+The layer traces of 2026-12-03 show the routing chain's fp32 router GEMM running 3–9× longer beside the shared
+experts' bf16 GEMMs (cuBLAS ``nvjet``: one block per SM that holds the SM's whole register file). This probe
+measures that law directly, inside CUDA graphs: per shared GEMM shape ``S`` (chosen so that cuBLAS's grid leaves
+from none to most of the SMs free), router shape ``R`` (the presets' hidden size × experts) and token count:
+
+- ``S``: ``F.linear`` of [M, K] bf16 by one of ``SETS`` rotating [N, K] weights;
+- ``R``: the layer's routing head on the main stream: ``x.float()`` then ``F.linear`` by the fp32 router weight;
+- ``S|R``: both forked from main with an event pair, ``S`` captured first (as the layer enqueues the shared
+  experts before the gate).
+
+Each graph holds one step per weight set; 25 event-timed replays after 3 warm-ups, medians per set
+(``graph_corun.capture`` / ``replay_us``). Then one profiled replay of each graph: per kernel its start,
+duration, stream, grid, block, registers, shared memory, blocks per SM (``graph_corun.profile_kernels``).
+``python -m calibration.microbench.placement_probe --out DIR`` writes ``placement_probe.json.gz``.
+torch.cuda API only (not run on AMD hardware).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from calibration.microbench.graph_corun import capture, forked, profile_kernels, replay_us
+from kernels_real.bench import run_env
+
+# (label, K, N) of the shared experts' gate_up GEMM: presets and TP shards whose cuBLAS grids (graph_corun)
+# span 40..132 blocks
+SHARED = (("deepseek_v3", 7168, 4096), ("deepseek_v3@tp2", 7168, 2048), ("deepseek_v3@tp8", 7168, 512),
+          ("llama4_scout", 5120, 16384), ("qwen2_57b_a14b", 3584, 40960), ("qwen2_57b_a14b@tp4", 3584, 10240),
+          ("deepseek_v2_lite@tp2", 2048, 2816))
+# (label, hidden, experts) of the fp32 router GEMM
+ROUTERS = (("deepseek_v3", 7168, 256), ("llama4_scout", 5120, 16), ("qwen2_57b_a14b", 3584, 64),
+           ("deepseek_v2_lite", 2048, 64))
+TOKENS = (1, 2, 4)
+SETS = 4
+
+
+def steps(k: int, n: int, hidden: int, experts: int, m: int,
+          aux: torch.cuda.Stream) -> dict[str, Callable[[int], None]]:
+    """The three steps of one (shared shape, router shape, token count)."""
+    gen = torch.Generator(device="cuda").manual_seed(m)
+    xs = torch.randn(m, k, generator=gen, device="cuda", dtype=torch.bfloat16)
+    xr = torch.randn(m, hidden, generator=gen, device="cuda", dtype=torch.bfloat16)
+    shared = [torch.randn(n, k, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(SETS)]
+    router = torch.randn(experts, hidden, generator=gen, device="cuda", dtype=torch.float32)
+
+    def gemm(i: int) -> None:
+        F.linear(xs, shared[i])
+
+    def route(i: int) -> None:
+        F.linear(xr.float(), router)
+
+    return {"S": gemm, "R": route, "S|R": forked(aux, gemm, route, aux_first=True)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m calibration.microbench.placement_probe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--budget-s", type=float, default=150.0, help="skip the remaining cases after this many s")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: needs a CUDA/ROCm GPU", file=sys.stderr)
+        return 2
+    aux = torch.cuda.Stream()
+    records, skipped, begun = [], [], time.monotonic()
+    for s_label, k, n in SHARED:
+        for r_label, hidden, experts in ROUTERS:
+            for m in TOKENS:
+                case = {"shared": s_label, "K": k, "N": n, "router": r_label, "hidden": hidden,
+                        "experts": experts, "tokens": m}
+                if time.monotonic() - begun > args.budget_s:
+                    skipped.append(case)
+                    continue
+                graphs = {name: capture(step, SETS) for name, step in steps(k, n, hidden, experts, m, aux).items()}
+                med = {name: statistics.median(replay_us(g, SETS)) for name, g in graphs.items()}
+                records.append({**case, "median_us": med, "kernels": profile_kernels(graphs)})
+                serial = med["S"] + med["R"]
+                print(f"{s_label:22} {r_label:17} t{m}  S {med['S']:6.1f}  R {med['R']:6.1f}  S|R {med['S|R']:6.1f}"
+                      f"  overlap {100 * (1 - med['S|R'] / serial):+5.1f}%", flush=True)
+                del graphs
+                torch.cuda.empty_cache()
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = run_env(torch.device("cuda"), __doc__)
+    payload = {"env": env, "records": records, "skipped": skipped}
+    (args.out / "placement_probe.json.gz").write_bytes(gzip.compress(json.dumps(payload).encode()))
+    print(f"[placement_probe] {len(records)} cases, {len(skipped)} skipped, {time.monotonic() - begun:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
