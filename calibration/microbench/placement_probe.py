@@ -6,7 +6,8 @@ measures that law directly, inside CUDA graphs: per shared GEMM shape ``S`` (cho
 from none to most of the SMs free), router shape ``R`` (the presets' hidden size × experts) and token count:
 
 - ``S``: ``F.linear`` of [M, K] bf16 by one of ``SETS`` rotating [N, K] weights;
-- ``R``: the layer's routing head on the main stream: ``x.float()`` then ``F.linear`` by the fp32 router weight;
+- ``R``: the layer's routing head on the main stream: ``x.float()`` then ``F.linear`` by the fp32 router weight
+  (``--router-dtype bfloat16``: the same GEMM in bf16, no cast);
 - ``S|R``: both forked from main with an event pair, ``S`` captured first (as the layer enqueues the shared
   experts before the gate).
 
@@ -46,20 +47,20 @@ TOKENS = (1, 2, 4)
 SETS = 4
 
 
-def steps(k: int, n: int, hidden: int, experts: int, m: int,
-          aux: torch.cuda.Stream) -> dict[str, Callable[[int], None]]:
+def steps(k: int, n: int, hidden: int, experts: int, m: int, aux: torch.cuda.Stream,
+          router_dtype: torch.dtype = torch.float32) -> dict[str, Callable[[int], None]]:
     """The three steps of one (shared shape, router shape, token count)."""
     gen = torch.Generator(device="cuda").manual_seed(m)
     xs = torch.randn(m, k, generator=gen, device="cuda", dtype=torch.bfloat16)
     xr = torch.randn(m, hidden, generator=gen, device="cuda", dtype=torch.bfloat16)
     shared = [torch.randn(n, k, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(SETS)]
-    router = torch.randn(experts, hidden, generator=gen, device="cuda", dtype=torch.float32)
+    router = torch.randn(experts, hidden, generator=gen, device="cuda", dtype=router_dtype)
 
     def gemm(i: int) -> None:
         F.linear(xs, shared[i])
 
     def route(i: int) -> None:
-        F.linear(xr.float(), router)
+        F.linear(xr.to(router_dtype), router)
 
     return {"S": gemm, "R": route, "S|R": forked(aux, gemm, route, aux_first=True)}
 
@@ -69,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget-s", type=float, default=150.0, help="skip the remaining cases after this many s")
+    p.add_argument("--router-dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="the router GEMM's dtype (default float32, as the layer; bfloat16: the same GEMM on tensor "
+                        "cores, no cast)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: needs a CUDA/ROCm GPU", file=sys.stderr)
@@ -79,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         for r_label, hidden, experts in ROUTERS:
             for m in TOKENS:
                 case = {"shared": s_label, "K": k, "N": n, "router": r_label, "hidden": hidden,
-                        "experts": experts, "tokens": m}
+                        "experts": experts, "router_dtype": args.router_dtype, "tokens": m}
                 if time.monotonic() - begun > args.budget_s:
                     skipped.append(case)
                     continue
-                graphs = {name: capture(step, SETS) for name, step in steps(k, n, hidden, experts, m, aux).items()}
+                made = steps(k, n, hidden, experts, m, aux, getattr(torch, args.router_dtype))
+                graphs = {name: capture(step, SETS) for name, step in made.items()}
                 med = {name: statistics.median(replay_us(g, SETS)) for name, g in graphs.items()}
                 records.append({**case, "median_us": med, "kernels": profile_kernels(graphs)})
                 serial = med["S"] + med["R"]
