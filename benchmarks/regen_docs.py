@@ -127,6 +127,12 @@ def _layer_overlap() -> str:
     return lo.markdown(lo.overlaps(ROOT / LAYER_TRACES, top=2)) + "\n"
 
 
+def _placement() -> str:
+    import placement_table as pt  # benchmarks/placement_table.py
+
+    return pt.markdown(2) + "\n"
+
+
 def _lopo() -> str:
     import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
 
@@ -181,6 +187,7 @@ BLOCKS: dict[str, Block] = {
                                     + "".join(f" --reference-run {r}" for r in DECODE_RUNS) + " --profile h200",
                                     _reproducibility),
     "decode-layer-overlap": Block(VALIDATION, f"python benchmarks/layer_overlap.py {LAYER_TRACES}", _layer_overlap),
+    "decode-placement": Block(VALIDATION, "python benchmarks/placement_table.py --tokens 2", _placement),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
     "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),
