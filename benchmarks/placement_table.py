@@ -1,7 +1,12 @@
 """The router GEMM beside a shared-expert GEMM, from ``calibration.microbench.placement_probe`` runs: per shared
 GEMM shape (with the blocks its cuBLAS grid holds, one per SM) and router (fp32 and bf16), the medians of S, R
 and S|R at one token count and the overlap 1 − (S|R) / (S + R): negative where the pair runs slower than in
-sequence.
+sequence. For the fp32 router GEMM kernel also its time alone and beside S (profiled replays, median over the
+weight sets) and what SM packing predicts with no fitted parameter: its blocks, spread one per SM when alone,
+packed onto the SMs the shared GEMM's blocks leave free and kept there, run at free / spread of their solo rate:
+solo × min(blocks, SMs) / (SMs − shared blocks). Where its blocks do not all fit on the free SMs (blocks per SM
+from its registers, threads and shared memory against the H200's limits) the rest wait for the shared GEMM:
+"waits" instead of a figure.
 
     PYTHONPATH=. python benchmarks/placement_table.py [--tokens 2]
 """
@@ -12,12 +17,15 @@ import argparse
 import gzip
 import json
 import math
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
 
+SM_COUNT = 132  # NVIDIA H200 (the probe's GPU): SMs and per-SM limits (CUDA occupancy rules, sm_90)
+REGS_PER_SM, THREADS_PER_SM, SMEM_PER_SM, MAX_BLOCKS = 65536, 2048, 233472, 32
 RUNS = {"fp32": Path("calibration/measurements/h200/2026-12-03/placement_probe/placement_probe_fp32.json.gz"),
         "bf16": Path("calibration/measurements/h200/2026-12-03/placement_probe/placement_probe_bf16.json.gz")}
 
@@ -38,6 +46,38 @@ def shared_blocks(record: dict[str, Any]) -> int | None:
     return math.prod(longest["grid"]) if longest.get("grid") else None
 
 
+def blocks_per_sm(kernel: dict[str, Any]) -> int:
+    """How many of a kernel's blocks one H200 SM holds (registers allocated per warp in units of 256)."""
+    threads = math.prod(kernel["block"])
+    warps = -(-threads // 32)
+    regs = -(-(kernel.get("registers per thread") or 0) * 32 // 256) * 256 * warps
+    smem = (kernel.get("shared memory") or 0) + 1024
+    return max(1, min(MAX_BLOCKS, THREADS_PER_SM // (warps * 32), REGS_PER_SM // max(regs, 1), SMEM_PER_SM // smem))
+
+
+def router_times(record: dict[str, Any]) -> tuple[int, int, float, float]:
+    """The router GEMM kernel's blocks, blocks per SM, and its median duration alone (``R``) and beside the shared
+    GEMM (``S|R``): the longest kernel of the ``R`` graph, matched by name."""
+    kernels = record["kernels"]
+
+    def rows(graph: str) -> list[dict[str, Any]]:
+        return [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get(graph, [])]
+    alone = rows("R")
+    router = max(alone, key=lambda r: r["dur_us"])
+    solo = statistics.median(r["dur_us"] for r in alone if r["name"] == router["name"])
+    beside = statistics.median(r["dur_us"] for r in rows("S|R") if r["name"] == router["name"])
+    return math.prod(router["grid"]), blocks_per_sm(router), solo, beside
+
+
+def packed_us(solo_us: float, blocks: int, per_sm: int, shared_blocks: int) -> float | None:
+    """The SM-packing law: the router's blocks on the SMs left free, at free / spread of their solo rate; None
+    where they do not all fit there (the rest wait for the shared GEMM's blocks to retire)."""
+    free = SM_COUNT - shared_blocks
+    if free <= 0 or blocks > free * per_sm:
+        return None
+    return solo_us * max(1.0, min(blocks, SM_COUNT) / free)
+
+
 def overlap(med: dict[str, float]) -> float:
     return 1 - med["S|R"] / (med["S"] + med["R"])
 
@@ -46,13 +86,17 @@ def markdown(tokens: int) -> str:
     by_dtype = {dtype: {(r["shared"], r["router"]): r for r in records(path) if r["tokens"] == tokens}
                 for dtype, path in RUNS.items()}
     lines = [f"{tokens} token(s); µs per step, medians of event-timed graph replays; overlap = 1 − (S|R) / (S + R).",
-             "", "| shared GEMM (blocks) | router | S | R fp32 | S\\|R fp32 | overlap fp32 | R bf16 | S\\|R bf16 | "
-             "overlap bf16 |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "", "| shared GEMM (blocks) | router | S | R fp32 | S\\|R fp32 | overlap fp32 | router kernel: blocks, "
+             "alone → beside S (packing law) | R bf16 | S\\|R bf16 | overlap bf16 |",
+             "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for key, fp32 in by_dtype["fp32"].items():
         bf16 = by_dtype["bf16"].get(key)
-        m32 = fp32["median_us"]
-        row = (f"| {key[0]} ({shared_blocks(fp32)}) | {key[1]} | {m32['S']:.1f} | {m32['R']:.1f} | {m32['S|R']:.1f} | "
-               f"{100 * overlap(m32):+.0f} % |")
+        m32, held = fp32["median_us"], shared_blocks(fp32)
+        blocks, per_sm, solo, beside = router_times(fp32)
+        law = packed_us(solo, blocks, per_sm, held) if held is not None else None
+        row = (f"| {key[0]} ({held}) | {key[1]} | {m32['S']:.1f} | {m32['R']:.1f} | {m32['S|R']:.1f} | "
+               f"{100 * overlap(m32):+.0f} % | {blocks}, {solo:.1f} → {beside:.1f} "
+               f"({'waits' if law is None else f'{law:.1f}'}) |")
         if bf16 is None:
             row += " n/a | n/a | n/a |"
         else:

@@ -28,6 +28,19 @@ def test_overlap_and_blocks() -> None:
     assert script.shared_blocks(record) == 96  # the longest kernel's grid: 4 × 24
 
 
+def test_the_packing_law() -> None:
+    script = _script()
+    # 128 threads × 80 registers: 4 warps × 2560 registers = 10240 per block, 6 per SM; 25.6 KB of shared memory
+    # (+1 KB reserved) allows 8: 6 per SM
+    router = {"block": [128, 1, 1], "registers per thread": 80, "shared memory": 25600}
+    assert script.blocks_per_sm(router) == 6
+    # 112 blocks spread over 112 SMs alone; beside 96 full-SM blocks 36 SMs are free (216 slots): 112 / 36 slower
+    assert script.packed_us(12.0, 112, 6, 96) == pytest.approx(12.0 * 112 / 36)
+    assert script.packed_us(12.0, 20, 6, 96) == 12.0  # 20 blocks on 36 free SMs: as alone
+    assert script.packed_us(12.0, 112, 6, 128) is None  # 4 free SMs hold 24 of 112 blocks: the rest wait
+    assert script.packed_us(12.0, 112, 6, 132) is None
+
+
 def test_a_missing_run_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     script = _script()
