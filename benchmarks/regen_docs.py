@@ -133,6 +133,12 @@ def _placement() -> str:
     return pt.markdown(2) + "\n"
 
 
+def _whatif_graph_traces() -> str:
+    import whatif_graph_traces as wg  # benchmarks/whatif_graph_traces.py
+
+    return wg.markdown(wg.points(ROOT / LAYER_TRACES)) + "\n"
+
+
 def _lopo() -> str:
     import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
 
@@ -188,6 +194,8 @@ BLOCKS: dict[str, Block] = {
                                     _reproducibility),
     "decode-layer-overlap": Block(VALIDATION, f"python benchmarks/layer_overlap.py {LAYER_TRACES}", _layer_overlap),
     "decode-placement": Block(VALIDATION, "python benchmarks/placement_table.py --tokens 2", _placement),
+    "decode-whatif-graph-traces": Block(VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES}",
+                                        _whatif_graph_traces),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
     "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),

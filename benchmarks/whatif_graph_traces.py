@@ -1,0 +1,116 @@
+"""The trace what-if on sequential CUDA-graph traces alone, against the multi_stream layer measured beside them.
+
+A bench run traced with both strategies in graph mode (``--trace-timed-graphs``, e.g. the 2026-12-03 layer traces
+at 1–16 tokens) gives, per preset and token count, the sequential graph trace to ask the what-if about and the
+multi_stream trace that says which GPU ops the real layer put on the aux stream. Those ops' positions in the
+sequential layer go to ``moesim whatif trace --aux-kernels``, with the main stream joining before the layer's
+last op (the shared-output add), ``--launch graph``, the profile matched to the traced GPU. Nothing is fitted
+to these runs: the table compares the predicted multi_stream gain with the measured one (medians of
+interleaved replays, ``cases.json``).
+
+    PYTHONPATH=. python benchmarks/whatif_graph_traces.py calibration/measurements/h200/2026-12-03/layer_traces
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import layer_overlap as lo
+
+from simulator.errors import InputError
+from simulator.kineto.replay import run_whatif
+
+DEFAULT_RUN = lo.DEFAULT_RUN
+
+
+@dataclass(frozen=True)
+class Point:
+    preset: str
+    tokens: int
+    aux_kernels: str
+    measured_gain: float
+    predicted_gain: float
+    profile: str
+
+
+def ranges(positions: list[int]) -> str:
+    """``[0, 1, 2, 5, 6]`` → ``0-2,5-6``."""
+    out, start = [], positions[0]
+    for prev, cur in zip(positions, [*positions[1:], None], strict=True):
+        if cur != prev + 1:
+            out.append(f"{start}-{prev}")
+            start = cur
+    return ",".join(out)
+
+
+def aux_positions(sequential: list[lo.Kernel], multi_stream: list[lo.Kernel]) -> list[int]:
+    """Positions in the sequential layer of the ops the multi_stream layer ran on its aux stream (the layer's
+    last op, the add that joins them, excluded)."""
+    aux = lo._aux_stream(multi_stream)
+    on_aux = {key for key, k in lo.keyed(multi_stream).items() if k["stream"] == aux}
+    keys = list(lo.keyed(sequential))
+    return [i for i, key in enumerate(keys[:-1]) if key in on_aux]
+
+
+def points(run: Path) -> list[Point]:
+    records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
+               if r["mode"] == "graph"}
+    cases_path = run / "cases.json"
+    if not cases_path.is_file():
+        raise InputError(f"{run}: no cases.json (the timed medians)")
+    cases = {(c["preset"], c["tokens"], c["strategy"]): c for c in json.loads(cases_path.read_text())
+             if c["mode"] == "graph"}
+    out = []
+    for (preset, tokens, strategy), seq_record in sorted(records.items()):
+        ms_record = records.get((preset, tokens, "multi_stream"))
+        seq_case, ms_case = cases.get((preset, tokens, "sequential")), cases.get((preset, tokens, "multi_stream"))
+        if strategy != "sequential" or ms_record is None or seq_case is None or ms_case is None:
+            continue
+        seq_layer, ms_layer = lo.layers_of(seq_record, 1)[0], lo.layers_of(ms_record, 1)[0]
+        positions = aux_positions(seq_layer, ms_layer)
+        if not positions:
+            continue
+        spec = ranges(positions)
+        result = run_whatif(run / seq_record["trace"], None, launch="graph", progress=False, aux_kernels=spec,
+                            join_after_kernel=str(len(seq_layer) - 2))
+        out.append(Point(preset, tokens, spec, 1 - ms_case["median_us"] / seq_case["median_us"],
+                         1 - (result.whatif_layer_us or 0.0) / result.baseline_layer_us, result.profile.describe()))
+    if not out:
+        raise InputError(f"{run}: no point with sequential and multi_stream graph traces and timings")
+    return out
+
+
+def markdown(found: list[Point]) -> str:
+    offs = [abs(p.predicted_gain - p.measured_gain) for p in found]
+    wrong = [p for p in found if abs(p.measured_gain) > 0.01 and (p.measured_gain > 0) != (p.predicted_gain > 0)]
+    lines = [f"Profile: {found[0].profile}. Gain off by (points): median {100 * statistics.median(offs):.1f}, "
+             f"worst {100 * max(offs):.1f}; sign wrong where |measured gain| > 1 %: {len(wrong)} of "
+             f"{sum(abs(p.measured_gain) > 0.01 for p in found)}.", "",
+             "| preset | tokens | aux ops (positions) | measured gain | what-if gain | off by (points) |",
+             "| --- | ---: | --- | ---: | ---: | ---: |"]
+    lines += [f"| {p.preset} | {p.tokens} | {p.aux_kernels} | {100 * p.measured_gain:+.1f} % | "
+              f"{100 * p.predicted_gain:+.1f} % | {100 * (p.predicted_gain - p.measured_gain):+.1f} |" for p in found]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run", nargs="?", type=Path, default=DEFAULT_RUN, help=f"bench run folder (default {DEFAULT_RUN})")
+    args = ap.parse_args(argv)
+    try:
+        print(markdown(points(args.run)))
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""``benchmarks/whatif_graph_traces.py``: which sequential positions go to aux, their ``--aux-kernels`` ranges,
+and a run over the committed layer traces (each point's measured gain from its cases, the what-if's from the
+simulator: checked for being finite and the measured side for agreeing with ``cases.json``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("whatif_graph_traces",
+                                                  ROOT / "benchmarks" / "whatif_graph_traces.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ranges() -> None:
+    script = _script()
+    assert script.ranges([0, 1, 2, 5, 6, 9]) == "0-2,5-6,9-9"
+    assert script.ranges([3]) == "3-3"
+
+
+def test_aux_positions_follow_the_multi_stream_layer() -> None:
+    script = _script()
+    seq = [{"name": n, "stream": 7} for n in ("gemm", "act", "gemm", "router", "topk", "combine", "add")]
+    ms = [{"name": "router", "stream": 7}, {"name": "gemm", "stream": 9}, {"name": "act", "stream": 9},
+          {"name": "gemm", "stream": 9}, {"name": "topk", "stream": 7}, {"name": "combine", "stream": 7},
+          {"name": "add", "stream": 7}]
+    assert script.aux_positions(seq, ms) == [0, 1, 2]  # the aux stream is the one with fewer ops
+
+
+def test_over_the_layer_traces() -> None:
+    script = _script()
+    run = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03" / "layer_traces"
+    cases = {(c["preset"], c["tokens"], c["strategy"]): c["median_us"]
+             for c in json.loads((run / "cases.json").read_text())}
+    found = script.points(run)
+    assert len(found) == len(cases) // 2
+    for p in found:
+        assert p.measured_gain == 1 - cases[(p.preset, p.tokens, "multi_stream")] / cases[(p.preset, p.tokens,
+                                                                                            "sequential")]
+        assert math.isfinite(p.predicted_gain) and p.aux_kernels.startswith("0-")
