@@ -3,21 +3,19 @@ the points both measured, and a reference without graph pairs is a one-line inpu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.helpers_benchmarks import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("decisions_script", ROOT / "benchmarks" / "decisions.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("decisions")
 
 
 def test_reference_run_adds_the_measured_elsewhere_policy(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,22 +4,16 @@ replay dropped), a shared GEMM on the aux stream beside a router kernel that run
 from __future__ import annotations
 
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers_benchmarks import load_benchmark
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("layer_overlap", ROOT / "benchmarks" / "layer_overlap.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("layer_overlap")
 
 
 def _kernel(name: str, start: float, dur: float, stream: int, grid: int) -> dict:

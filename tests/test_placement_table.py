@@ -3,21 +3,15 @@ probe record; a missing run is a one-line input error."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.helpers_benchmarks import load_benchmark
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("placement_table", ROOT / "benchmarks" / "placement_table.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("placement_table")
 
 
 def test_overlap_and_blocks() -> None:

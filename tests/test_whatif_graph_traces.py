@@ -4,22 +4,17 @@ simulator: checked for being finite and the measured side for agreeing with ``ca
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
+
+from tests.helpers_benchmarks import load_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("whatif_graph_traces",
-                                                  ROOT / "benchmarks" / "whatif_graph_traces.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("whatif_graph_traces")
 
 
 def test_ranges() -> None:
