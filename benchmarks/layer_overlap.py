@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import statistics
 import sys
 from dataclasses import asdict, dataclass
@@ -90,7 +91,7 @@ def span(layer: list[Kernel]) -> float:
 
 def compare(preset: str, tokens: int, sequential: list[list[Kernel]], multi_stream: list[list[Kernel]],
             gain: float | None, top: int) -> LayerOverlap:
-    aux_stream = _aux_stream(multi_stream[0])
+    aux = aux_stream(multi_stream[0])
     seq_keyed = [keyed(layer) for layer in sequential]
     ms_keyed = [keyed(layer) for layer in multi_stream]
     slowed, aux_work, aux_kernels = [], [], []
@@ -98,18 +99,18 @@ def compare(preset: str, tokens: int, sequential: list[list[Kernel]], multi_stre
         solo = statistics.median(layer[key]["dur_us"] for layer in seq_keyed if key in layer)
         beside = statistics.median(layer[key]["dur_us"] for layer in ms_keyed if key in layer)
         grid, block = k.get("grid") or [1], k.get("block") or [1]
-        if k["stream"] == aux_stream:
+        if k["stream"] == aux:
             aux_work.append(solo)
-            aux_kernels.append((solo, _prod(grid)))
-        slowed.append(Slowed(k["name"], "aux" if k["stream"] == aux_stream else "main", _prod(grid), _prod(block),
-                             k.get("registers per thread"), solo, beside))
+            aux_kernels.append((solo, math.prod(grid)))
+        slowed.append(Slowed(k["name"], "aux" if k["stream"] == aux else "main", math.prod(grid),
+                             math.prod(block), k.get("registers per thread"), solo, beside))
     slowed.sort(key=lambda s: s.sequential_us - s.multi_stream_us)
     big = [blocks for solo, blocks in aux_kernels if solo >= 0.25 * sum(aux_work)]
     return LayerOverlap(preset, tokens, gain, statistics.median(map(span, sequential)),
                         statistics.median(map(span, multi_stream)), sum(aux_work), big, slowed[:top])
 
 
-def _aux_stream(layer: list[Kernel]) -> object:
+def aux_stream(layer: list[Kernel]) -> object:
     """The stream with fewer of the layer's kernels (the shared experts'); the main stream runs the routing."""
     counts: dict[object, int] = {}
     for k in layer:
@@ -117,11 +118,11 @@ def _aux_stream(layer: list[Kernel]) -> object:
     return min(counts, key=lambda s: counts[s])
 
 
-def _prod(dims: list[int]) -> int:
-    out = 1
-    for d in dims:
-        out *= int(d)
-    return out
+def replays_per_trace(trace: Path) -> int:
+    """Back-to-back graph replays a bench trace holds (its ``moesim_graph_replays_per_trace``; 1 without it)."""
+    if not trace.is_file():
+        return 1
+    return int(json.loads(gzip.decompress(trace.read_bytes())).get("moesim_graph_replays_per_trace", 1))
 
 
 def overlaps(run: Path, top: int) -> list[LayerOverlap]:
@@ -139,8 +140,7 @@ def overlaps(run: Path, top: int) -> list[LayerOverlap]:
             continue
         seq_case, ms_case = timed.get((preset, tokens, "sequential")), timed.get((preset, tokens, "multi_stream"))
         gain = 1 - ms_case["median_us"] / seq_case["median_us"] if seq_case and ms_case else None
-        replays = int(json.loads(gzip.decompress((run / pair["sequential"]["trace"]).read_bytes()))
-                      .get("moesim_graph_replays_per_trace", 1)) if (run / pair["sequential"]["trace"]).is_file() else 1
+        replays = replays_per_trace(run / pair["sequential"]["trace"])
         out.append(compare(preset, tokens, layers_of(pair["sequential"], replays),
                            layers_of(pair["multi_stream"], replays), gain, top))
     if not out:

@@ -53,7 +53,7 @@ def ranges(positions: list[int]) -> str:
 def aux_positions(sequential: list[lo.Kernel], multi_stream: list[lo.Kernel]) -> list[int]:
     """Positions in the sequential layer of the ops the multi_stream layer ran on its aux stream (the layer's
     last op, the add that joins them, excluded)."""
-    aux = lo._aux_stream(multi_stream)
+    aux = lo.aux_stream(multi_stream)
     on_aux = {key for key, k in lo.keyed(multi_stream).items() if k["stream"] == aux}
     keys = list(lo.keyed(sequential))
     return [i for i, key in enumerate(keys[:-1]) if key in on_aux]
