@@ -27,3 +27,20 @@ def test_routing_specs_build_and_give_the_layer_shapes(preset):
     assert outs["index_select"].shape == (2 * p.top_k, p.hidden)
     assert [t.shape for t in outs["chain"]] == [(2 * p.top_k, p.moe_inter)] * 2
     assert outs["index_add"].shape == (2, p.hidden) and outs["index_add"].dtype == torch.float32
+
+
+@pytest.mark.parametrize("op", ["router", "topk", "softmax", "sort", "gather"])
+def test_placement_probe_routing_ops_run(op):
+    """Each routing step the placement probe can put on the main stream runs on CPU torch with a preset's sizes."""
+    from calibration.microbench.placement_probe import routing_op
+
+    step = routing_op(op, 64, 16, 2, torch.Generator().manual_seed(0), torch.float32, device="cpu")
+    out = step(0)
+    shapes_of = {"router": (2, 16), "softmax": (2, 16), "gather": (16, 64)}
+    first = out[0] if isinstance(out, tuple) else out
+    if op in shapes_of:
+        assert tuple(first.shape) == shapes_of[op]
+    elif op == "topk":
+        assert tuple(first.shape) == (2, 8)
+    else:
+        assert tuple(first.shape) == (16,) and bool((first[1:] >= first[:-1]).all())

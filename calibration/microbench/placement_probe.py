@@ -7,7 +7,8 @@ from none to most of the SMs free), router shape ``R`` (the presets' hidden size
 
 - ``S``: ``F.linear`` of [M, K] bf16 by one of ``SETS`` rotating [N, K] weights;
 - ``R``: the layer's routing head on the main stream: ``x.float()`` then ``F.linear`` by the fp32 router weight
-  (``--router-dtype bfloat16``: the same GEMM in bf16, no cast);
+  (``--router-dtype bfloat16``: the same GEMM in bf16, no cast); ``--op`` puts one of the latency-bound routing
+  kernels there instead (top-k, softmax, sort, gather), to see whether packing their blocks costs them;
 - ``S|R``: both forked from main with an event pair, ``S`` captured first (as the layer enqueues the shared
   experts before the gate).
 
@@ -28,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -47,20 +49,42 @@ TOKENS = (1, 2, 4)
 SETS = 4
 
 
+OPS = ("router", "topk", "softmax", "sort", "gather")
+TOP_K = 8
+
+
+def routing_op(op: str, hidden: int, experts: int, m: int, gen: torch.Generator, router_dtype: torch.dtype,
+               device: str = "cuda") -> Callable[[int], Any]:
+    """One routing-chain step on the main stream, sized by a preset's hidden size and expert count: the router
+    GEMM (after its cast), or one of the latency-bound kernels that follow it (top-k and softmax over the
+    [m, experts] fp32 logits, the sort of the m × top-k expert ids, the gather of m × top-k hidden rows)."""
+    x = torch.randn(m, hidden, generator=gen, device=device, dtype=torch.bfloat16)
+    logits = torch.randn(m, experts, generator=gen, device=device, dtype=torch.float32)
+    k = min(TOP_K, experts)
+    if op == "router":
+        router = torch.randn(experts, hidden, generator=gen, device=device, dtype=router_dtype)
+        return lambda i: F.linear(x.to(router_dtype), router)
+    if op == "topk":
+        return lambda i: torch.topk(logits, k, dim=-1)
+    if op == "softmax":
+        return lambda i: torch.softmax(logits, dim=-1)
+    ids = torch.randint(0, experts, (m * k,), generator=gen, device=device)
+    if op == "sort":
+        return lambda i: torch.sort(ids, stable=True)
+    rows = torch.randint(0, m, (m * k,), generator=gen, device=device)
+    return lambda i: x.index_select(0, rows)
+
+
 def steps(k: int, n: int, hidden: int, experts: int, m: int, aux: torch.cuda.Stream,
-          router_dtype: torch.dtype = torch.float32) -> dict[str, Callable[[int], None]]:
-    """The three steps of one (shared shape, router shape, token count)."""
+          router_dtype: torch.dtype = torch.float32, op: str = "router") -> dict[str, Callable[[int], None]]:
+    """The three steps of one (shared shape, routing op and its preset's sizes, token count)."""
     gen = torch.Generator(device="cuda").manual_seed(m)
     xs = torch.randn(m, k, generator=gen, device="cuda", dtype=torch.bfloat16)
-    xr = torch.randn(m, hidden, generator=gen, device="cuda", dtype=torch.bfloat16)
     shared = [torch.randn(n, k, generator=gen, device="cuda", dtype=torch.bfloat16) for _ in range(SETS)]
-    router = torch.randn(experts, hidden, generator=gen, device="cuda", dtype=router_dtype)
+    route = routing_op(op, hidden, experts, m, gen, router_dtype)
 
     def gemm(i: int) -> None:
         F.linear(xs, shared[i])
-
-    def route(i: int) -> None:
-        F.linear(xr.to(router_dtype), router)
 
     return {"S": gemm, "R": route, "S|R": forked(aux, gemm, route, aux_first=True)}
 
@@ -70,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--budget-s", type=float, default=150.0, help="skip the remaining cases after this many s")
+    p.add_argument("--op", choices=OPS, default="router",
+                   help="the main stream's step R (default router: the router GEMM after its cast; the others: "
+                        "the latency-bound routing kernels after it, sized by each preset)")
     p.add_argument("--router-dtype", choices=("float32", "bfloat16"), default="float32",
                    help="the router GEMM's dtype (default float32, as the layer; bfloat16: the same GEMM on tensor "
                         "cores, no cast)")
@@ -83,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         for r_label, hidden, experts in ROUTERS:
             for m in TOKENS:
                 case = {"shared": s_label, "K": k, "N": n, "router": r_label, "hidden": hidden,
-                        "experts": experts, "router_dtype": args.router_dtype, "tokens": m}
+                        "experts": experts, "op": args.op, "router_dtype": args.router_dtype, "tokens": m}
                 if time.monotonic() - begun > args.budget_s:
                     skipped.append(case)
                     continue
-                made = steps(k, n, hidden, experts, m, aux, getattr(torch, args.router_dtype))
+                made = steps(k, n, hidden, experts, m, aux, getattr(torch, args.router_dtype), args.op)
                 graphs = {name: capture(step, SETS) for name, step in made.items()}
                 med = {name: statistics.median(replay_us(g, SETS)) for name, g in graphs.items()}
                 records.append({**case, "median_us": med, "kernels": profile_kernels(graphs)})
