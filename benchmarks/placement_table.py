@@ -8,7 +8,11 @@ solo × min(blocks, SMs) / (SMs − shared blocks). Where its blocks do not all 
 from its registers, threads and shared memory against the H200's limits) the rest wait for the shared GEMM:
 "waits" instead of a figure.
 
-    PYTHONPATH=. python benchmarks/placement_table.py [--tokens 2]
+``--op topk|softmax|sort|gather`` prints instead the runs that put one of the latency-bound routing kernels
+beside S: per shared GEMM and preset sizes, the kernel's blocks × threads, its time alone and beside S, and the
+pair's overlap.
+
+    PYTHONPATH=. python benchmarks/placement_table.py [--tokens 2] [--op topk [--sized-as deepseek_v3]]
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from simulator.errors import InputError
 
 SM_COUNT = 132  # NVIDIA H200 (the probe's GPU): SMs and per-SM limits (CUDA occupancy rules, sm_90)
 REGS_PER_SM, THREADS_PER_SM, SMEM_PER_SM, MAX_BLOCKS = 65536, 2048, 233472, 32
-RUNS = {"fp32": Path("calibration/measurements/h200/2026-12-03/placement_probe/placement_probe_fp32.json.gz"),
-        "bf16": Path("calibration/measurements/h200/2026-12-03/placement_probe/placement_probe_bf16.json.gz")}
+PROBE = Path("calibration/measurements/h200/2026-12-03/placement_probe")
+RUNS = {"fp32": PROBE / "placement_probe_fp32.json.gz", "bf16": PROBE / "placement_probe_bf16.json.gz"}
+LATENCY_OPS = ("topk", "softmax", "sort", "gather")
 
 
 def records(path: Path) -> list[dict[str, Any]]:
@@ -55,17 +60,23 @@ def blocks_per_sm(kernel: dict[str, Any]) -> int:
     return max(1, min(MAX_BLOCKS, THREADS_PER_SM // (warps * 32), REGS_PER_SM // max(regs, 1), SMEM_PER_SM // smem))
 
 
-def router_times(record: dict[str, Any]) -> tuple[int, int, float, float]:
-    """The router GEMM kernel's blocks, blocks per SM, and its median duration alone (``R``) and beside the shared
-    GEMM (``S|R``): the longest kernel of the ``R`` graph, matched by name."""
+def main_kernel(record: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
+    """The ``R`` step's longest kernel (its first instance), and its median duration alone (``R``) and beside
+    the shared GEMM (``S|R``), matched by name."""
     kernels = record["kernels"]
 
     def rows(graph: str) -> list[dict[str, Any]]:
         return [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get(graph, [])]
     alone = rows("R")
-    router = max(alone, key=lambda r: r["dur_us"])
-    solo = statistics.median(r["dur_us"] for r in alone if r["name"] == router["name"])
-    beside = statistics.median(r["dur_us"] for r in rows("S|R") if r["name"] == router["name"])
+    kernel = max(alone, key=lambda r: r["dur_us"])
+    solo = statistics.median(r["dur_us"] for r in alone if r["name"] == kernel["name"])
+    beside = statistics.median(r["dur_us"] for r in rows("S|R") if r["name"] == kernel["name"])
+    return kernel, solo, beside
+
+
+def router_times(record: dict[str, Any]) -> tuple[int, int, float, float]:
+    """The router GEMM kernel's blocks, blocks per SM, and its median duration alone and beside the shared GEMM."""
+    router, solo, beside = main_kernel(record)
     return math.prod(router["grid"]), blocks_per_sm(router), solo, beside
 
 
@@ -106,12 +117,30 @@ def markdown(tokens: int) -> str:
     return "\n".join(lines)
 
 
+def op_markdown(op: str, tokens: int, sized_as: str | None = None) -> str:
+    """The runs with a latency-bound routing kernel as ``R``: how it fares beside the shared GEMMs."""
+    lines = [f"{op}, {tokens} token(s); the kernel's time alone → beside S from profiled replays (µs, median over "
+             "the weight sets); overlap = 1 − (S|R) / (S + R) of the timed medians.", "",
+             "| shared GEMM (blocks) | sized as | kernel: blocks × threads | alone → beside S (µs) | overlap |",
+             "| --- | --- | --- | --- | ---: |"]
+    for record in records(PROBE / f"placement_probe_{op}.json.gz"):
+        if record["tokens"] != tokens or (sized_as is not None and record["router"] != sized_as):
+            continue
+        kernel, solo, beside = main_kernel(record)
+        lines.append(f"| {record['shared']} ({shared_blocks(record)}) | {record['router']} | "
+                     f"{math.prod(kernel['grid'])} × {math.prod(kernel['block'])} | {solo:.1f} → {beside:.1f} | "
+                     f"{100 * overlap(record['median_us']):+.0f} % |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=2, help="token count (the probe has 1, 2, 4; default 2)")
+    ap.add_argument("--op", choices=LATENCY_OPS, help="a latency-bound routing kernel's runs instead of the router's")
+    ap.add_argument("--sized-as", metavar="PRESET", help="with --op: only the runs sized as this preset")
     args = ap.parse_args(argv)
     try:
-        print(markdown(args.tokens))
+        print(op_markdown(args.op, args.tokens, args.sized_as) if args.op else markdown(args.tokens))
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

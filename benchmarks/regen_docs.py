@@ -19,7 +19,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,6 +139,12 @@ def _whatif_graph_traces() -> str:
     return wg.markdown(wg.points(ROOT / LAYER_TRACES)) + "\n"
 
 
+def _placement_op(op: str) -> str:
+    import placement_table as pt
+
+    return pt.op_markdown(op, 2, "deepseek_v3") + "\n"
+
+
 def _lopo() -> str:
     import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
 
@@ -194,6 +200,9 @@ BLOCKS: dict[str, Block] = {
                                     _reproducibility),
     "decode-layer-overlap": Block(VALIDATION, f"python benchmarks/layer_overlap.py {LAYER_TRACES}", _layer_overlap),
     "decode-placement": Block(VALIDATION, "python benchmarks/placement_table.py --tokens 2", _placement),
+    **{f"decode-placement-{op}": Block(VALIDATION, f"python benchmarks/placement_table.py --tokens 2 --op {op} "
+                                       "--sized-as deepseek_v3", partial(_placement_op, op))
+       for op in ("topk", "softmax", "sort", "gather")},
     "decode-whatif-graph-traces": Block(VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES}",
                                         _whatif_graph_traces),
     "whatif-F": _whatif_block(F_RUNS),

@@ -41,3 +41,24 @@ def test_a_missing_run_is_an_input_error(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(script, "RUNS", {"fp32": tmp_path / "none.json.gz", "bf16": tmp_path / "none.json.gz"})
     assert script.main([]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_op_table_from_a_hand_made_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One softmax record: its kernel (1 block of 128 threads) 2.0 µs alone, 4.0 beside S; S 10, R 5, S|R 12 µs
+    → overlap 1 − 12 / 15 = +20 %; a record sized as another preset is left out by ``sized_as``."""
+    import gzip
+    import json
+
+    def record(router: str) -> dict:
+        fields = ["name", "dur_us", "grid", "block"]
+        return {"shared": "s", "router": router, "tokens": 2, "median_us": {"S": 10.0, "R": 5.0, "S|R": 12.0},
+                "kernels": {"fields": fields, "graphs": {"S": [[0, 9.0, [96, 1, 1], [384, 1, 1]]],
+                                                         "R": [[1, 2.0, [1, 1, 1], [128, 1, 1]]],
+                                                         "S|R": [[0, 9.5, [96, 1, 1], [384, 1, 1]],
+                                                                 [1, 4.0, [1, 1, 1], [128, 1, 1]]]}}}
+    (tmp_path / "placement_probe_softmax.json.gz").write_bytes(
+        gzip.compress(json.dumps({"records": [record("a"), record("b")]}).encode()))
+    script = _script()
+    monkeypatch.setattr(script, "PROBE", tmp_path)
+    rows = [line for line in script.op_markdown("softmax", 2, "a").splitlines() if line.startswith("| s ")]
+    assert rows == ["| s (96) | a | 1 × 128 | 2.0 → 4.0 | +20 % |"]
