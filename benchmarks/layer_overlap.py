@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError
+from simulator.errors import InputError, print_or_fail
 
 DEFAULT_RUN = Path("calibration/measurements/h200/2026-12-03/layer_traces")
 Kernel = dict[str, Any]
@@ -168,15 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=2, help="kernels listed per point (default 2)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    try:
+
+    def report() -> str:
         if args.top < 1:
             raise InputError("--top must be >= 1")
         results = overlaps(args.run, args.top)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(json.dumps([asdict(r) for r in results], indent=1) if args.json else markdown(results))
-    return 0
+        return json.dumps([asdict(r) for r in results], indent=1) if args.json else markdown(results)
+    return print_or_fail(report)
 
 
 if __name__ == "__main__":

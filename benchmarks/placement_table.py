@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError
+from simulator.errors import InputError, print_or_fail
 
 SM_COUNT = 132  # NVIDIA H200 (the probe's GPU): SMs and per-SM limits (CUDA occupancy rules, sm_90)
 REGS_PER_SM, THREADS_PER_SM, SMEM_PER_SM, MAX_BLOCKS = 65536, 2048, 233472, 32
@@ -139,12 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--op", choices=LATENCY_OPS, help="a latency-bound routing kernel's runs instead of the router's")
     ap.add_argument("--sized-as", metavar="PRESET", help="with --op: only the runs sized as this preset")
     args = ap.parse_args(argv)
-    try:
-        print(op_markdown(args.op, args.tokens, args.sized_as) if args.op else markdown(args.tokens))
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: op_markdown(args.op, args.tokens, args.sized_as) if args.op
+                         else markdown(args.tokens))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import layer_overlap as lo
 
-from simulator.errors import InputError
+from simulator.errors import InputError, print_or_fail
 from simulator.kineto.replay import run_whatif
 
 DEFAULT_RUN = lo.DEFAULT_RUN
@@ -104,12 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", nargs="?", type=Path, default=DEFAULT_RUN, help=f"bench run folder (default {DEFAULT_RUN})")
     args = ap.parse_args(argv)
-    try:
-        print(markdown(points(args.run)))
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return print_or_fail(lambda: markdown(points(args.run)))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import typing
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,6 +22,17 @@ _BOUNDS = (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"))
 
 class InputError(Exception):
     """Bad user input: a missing file, malformed YAML/JSON, a schema violation, an unknown name."""
+
+
+def print_or_fail(make: Callable[[], str]) -> int:
+    """Print what ``make`` returns (exit code 0); an :class:`InputError` becomes one line on stderr, code 2."""
+    try:
+        text = make()
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(text)
+    return 0
 
 
 def describe_validation_error(err: ValidationError, source: str, model: type[BaseModel] | None = None) -> str:
