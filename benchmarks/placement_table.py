@@ -12,7 +12,10 @@ from its registers, threads and shared memory against the H200's limits) the res
 beside S: per shared GEMM and preset sizes, the kernel's blocks × threads, its time alone and beside S, and the
 pair's overlap.
 
+``--contention`` tabulates those kernels' slowdown against the shared GEMM's HBM share.
+
     PYTHONPATH=. python benchmarks/placement_table.py [--tokens 2] [--op topk [--sized-as deepseek_v3]]
+    PYTHONPATH=. python benchmarks/placement_table.py --contention
 """
 
 from __future__ import annotations
@@ -133,14 +136,55 @@ def op_markdown(op: str, tokens: int, sized_as: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def contention_markdown() -> str:
+    """Per latency-bound routing kernel and shared GEMM that leaves SMs free: the GEMM's HBM share (its weight
+    bytes over its solo time, against the h200 profile's measured copy ceiling) and the kernel's median slowdown
+    beside it, over presets and token counts."""
+    from simulator.profile import load_profile
+
+    hbm = load_profile("h200").hbm_bytes_per_us
+    lines = [f"HBM share of S = its weight bytes / its solo kernel time / {hbm / 1e3:.0f} GB/s (the h200 profile's "
+             "measured copy ceiling); slowdown = the routing kernel's time beside S / alone, median over the 4 "
+             "presets' sizes × 1, 2, 4 tokens. The shared GEMMs holding 128 or more SMs are left out (there the "
+             "kernels wait for SMs).", "",
+             "| shared GEMM (blocks) | HBM share of S | " + " | ".join(f"{op} slowdown" for op in LATENCY_OPS) + " |",
+             "| --- | ---: |" + " ---: |" * len(LATENCY_OPS)]
+    by_shared: dict[str, dict[str, list[float]]] = {}
+    share: dict[str, tuple[int, list[float]]] = {}
+    for op in LATENCY_OPS:
+        for record in records(PROBE / f"placement_probe_{op}.json.gz"):
+            held = shared_blocks(record)
+            if held is None or held >= 128:
+                continue
+            _, solo, beside = main_kernel(record)
+            kernels = record["kernels"]
+            gemm = max((dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"]["S"]),
+                       key=lambda r: r["dur_us"])
+            share.setdefault(record["shared"], (held, []))[1].append(record["N"] * record["K"] * 2 / gemm["dur_us"]
+                                                                     / hbm)
+            by_shared.setdefault(record["shared"], {}).setdefault(op, []).append(beside / solo)
+    for name in sorted(share, key=lambda n: statistics.median(share[n][1])):
+        held, shares = share[name]
+        cells = " | ".join(f"{statistics.median(by_shared[name][op]):.2f}" if op in by_shared[name] else "n/a"
+                           for op in LATENCY_OPS)
+        lines.append(f"| {name} ({held}) | {statistics.median(shares):.2f} | {cells} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", type=int, default=2, help="token count (the probe has 1, 2, 4; default 2)")
     ap.add_argument("--op", choices=LATENCY_OPS, help="a latency-bound routing kernel's runs instead of the router's")
     ap.add_argument("--sized-as", metavar="PRESET", help="with --op: only the runs sized as this preset")
+    ap.add_argument("--contention", action="store_true",
+                    help="the latency-bound kernels' slowdown against the shared GEMM's HBM share")
     args = ap.parse_args(argv)
-    return print_or_fail(lambda: op_markdown(args.op, args.tokens, args.sized_as) if args.op
-                         else markdown(args.tokens))
+
+    def report() -> str:
+        if args.contention:
+            return contention_markdown()
+        return op_markdown(args.op, args.tokens, args.sized_as) if args.op else markdown(args.tokens)
+    return print_or_fail(report)
 
 
 if __name__ == "__main__":

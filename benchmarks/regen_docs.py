@@ -145,6 +145,12 @@ def _placement_op(op: str) -> str:
     return pt.op_markdown(op, 2, "deepseek_v3") + "\n"
 
 
+def _placement_contention() -> str:
+    import placement_table as pt
+
+    return pt.contention_markdown() + "\n"
+
+
 def _lopo() -> str:
     import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
 
@@ -203,6 +209,8 @@ BLOCKS: dict[str, Block] = {
     **{f"decode-placement-{op}": Block(VALIDATION, f"python benchmarks/placement_table.py --tokens 2 --op {op} "
                                        "--sized-as deepseek_v3", partial(_placement_op, op))
        for op in ("topk", "softmax", "sort", "gather")},
+    "decode-placement-contention": Block(VALIDATION, "python benchmarks/placement_table.py --contention",
+                                         _placement_contention),
     "decode-whatif-graph-traces": Block(VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES}",
                                         _whatif_graph_traces),
     "whatif-F": _whatif_block(F_RUNS),

@@ -62,3 +62,25 @@ def test_op_table_from_a_hand_made_run(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(script, "PROBE", tmp_path)
     rows = [line for line in script.op_markdown("softmax", 2, "a").splitlines() if line.startswith("| s ")]
     assert rows == ["| s (96) | a | 1 × 128 | 2.0 → 4.0 | +20 % |"]
+
+
+def test_contention_table_from_a_hand_made_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One shared GEMM of 96 blocks, N × K = 1000 × 1000 bf16 (2 MB) in 1.0 µs; against a 4 MB/µs ceiling its
+    HBM share is 0.5; each routing kernel 2.0 µs alone, 3.0 beside: slowdown 1.50."""
+    import gzip
+    import json
+
+    fields = ["name", "dur_us", "grid", "block"]
+    record = {"shared": "s", "router": "a", "tokens": 2, "N": 1000, "K": 1000,
+              "median_us": {"S": 1.0, "R": 2.0, "S|R": 3.0},
+              "kernels": {"fields": fields, "graphs": {"S": [[0, 1.0, [96, 1, 1], [384, 1, 1]]],
+                                                       "R": [[1, 2.0, [1, 1, 1], [128, 1, 1]]],
+                                                       "S|R": [[1, 3.0, [1, 1, 1], [128, 1, 1]]]}}}
+    for op in ("topk", "softmax", "sort", "gather"):
+        (tmp_path / f"placement_probe_{op}.json.gz").write_bytes(
+            gzip.compress(json.dumps({"records": [record]}).encode()))
+    script = _script()
+    monkeypatch.setattr(script, "PROBE", tmp_path)
+    monkeypatch.setattr("simulator.profile.Profile.hbm_bytes_per_us", property(lambda self: 4.0e6))
+    [row] = [line for line in script.contention_markdown().splitlines() if line.startswith("| s ")]
+    assert row == "| s (96) | 0.50 | 1.50 | 1.50 | 1.50 | 1.50 |"
