@@ -30,9 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError, print_or_fail
+from simulator.kineto.demand import resident_blocks
+from simulator.kineto.events import DeviceProps, GpuOp
 
-SM_COUNT = 132  # NVIDIA H200 (the probe's GPU): SMs and per-SM limits (CUDA occupancy rules, sm_90)
-REGS_PER_SM, THREADS_PER_SM, SMEM_PER_SM, MAX_BLOCKS = 65536, 2048, 233472, 32
+# the probe's GPU as its traces' deviceProperties give it (an H200)
+H200 = DeviceProps(id=0, name="NVIDIA H200", num_sms=132, max_threads_per_sm=2048, regs_per_sm=65536,
+                   smem_per_sm=233472, warp_size=32)
+SM_COUNT = H200.num_sms
 PROBE = Path("calibration/measurements/h200/2026-12-03/placement_probe")
 RUNS = {"fp32": PROBE / "placement_probe_fp32.json.gz", "bf16": PROBE / "placement_probe_bf16.json.gz"}
 LATENCY_OPS = ("topk", "softmax", "sort", "gather")
@@ -44,36 +48,39 @@ def records(path: Path) -> list[dict[str, Any]]:
     return json.loads(gzip.decompress(path.read_bytes()))["records"]
 
 
-def shared_blocks(record: dict[str, Any]) -> int | None:
-    """Blocks of the shared GEMM's main kernel in the profiled ``S`` graph (the longest kernel)."""
+def graph_kernels(record: dict[str, Any], graph: str) -> list[dict[str, Any]]:
+    """The profiled kernels of one of the record's graphs (``S``, ``R``, ``S|R``), each as a field dict."""
     kernels = record["kernels"]
-    rows = [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get("S", [])]
-    if not rows:
-        return None
-    longest = max(rows, key=lambda r: r["dur_us"])
-    return math.prod(longest["grid"]) if longest.get("grid") else None
+    return [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get(graph, [])]
+
+
+def shared_gemm(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The shared GEMM's kernel: the longest kernel of the profiled ``S`` graph."""
+    rows = graph_kernels(record, "S")
+    return max(rows, key=lambda r: r["dur_us"]) if rows else None
+
+
+def shared_blocks(record: dict[str, Any]) -> int | None:
+    """Blocks of the shared GEMM's kernel."""
+    gemm = shared_gemm(record)
+    return math.prod(gemm["grid"]) if gemm is not None and gemm.get("grid") else None
 
 
 def blocks_per_sm(kernel: dict[str, Any]) -> int:
-    """How many of a kernel's blocks one H200 SM holds (registers allocated per warp in units of 256)."""
-    threads = math.prod(kernel["block"])
-    warps = -(-threads // 32)
-    regs = -(-(kernel.get("registers per thread") or 0) * 32 // 256) * 256 * warps
-    smem = (kernel.get("shared memory") or 0) + 1024
-    return max(1, min(MAX_BLOCKS, THREADS_PER_SM // (warps * 32), REGS_PER_SM // max(regs, 1), SMEM_PER_SM // smem))
+    """How many of a kernel's blocks one H200 SM holds (the occupancy rules of ``simulator.kineto.demand``)."""
+    op = GpuOp(kind="kernel", name="", device=0, stream=0, ts=0.0, dur=kernel.get("dur_us", 0.0), corr=None,
+               block=tuple(kernel["block"]), regs=kernel.get("registers per thread"),
+               smem=kernel.get("shared memory"))
+    return resident_blocks(op, H200) or 1
 
 
 def main_kernel(record: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
     """The ``R`` step's longest kernel (its first instance), and its median duration alone (``R``) and beside
     the shared GEMM (``S|R``), matched by name."""
-    kernels = record["kernels"]
-
-    def rows(graph: str) -> list[dict[str, Any]]:
-        return [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get(graph, [])]
-    alone = rows("R")
+    alone = graph_kernels(record, "R")
     kernel = max(alone, key=lambda r: r["dur_us"])
     solo = statistics.median(r["dur_us"] for r in alone if r["name"] == kernel["name"])
-    beside = statistics.median(r["dur_us"] for r in rows("S|R") if r["name"] == kernel["name"])
+    beside = statistics.median(r["dur_us"] for r in graph_kernels(record, "S|R") if r["name"] == kernel["name"])
     return kernel, solo, beside
 
 
@@ -153,13 +160,10 @@ def contention_markdown() -> str:
     share: dict[str, tuple[int, list[float]]] = {}
     for op in LATENCY_OPS:
         for record in records(PROBE / f"placement_probe_{op}.json.gz"):
-            held = shared_blocks(record)
-            if held is None or held >= 128:
+            gemm, held = shared_gemm(record), shared_blocks(record)
+            if gemm is None or held is None or held >= 128:
                 continue
             _, solo, beside = main_kernel(record)
-            kernels = record["kernels"]
-            gemm = max((dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"]["S"]),
-                       key=lambda r: r["dur_us"])
             share.setdefault(record["shared"], (held, []))[1].append(record["N"] * record["K"] * 2 / gemm["dur_us"]
                                                                      / hbm)
             by_shared.setdefault(record["shared"], {}).setdefault(op, []).append(beside / solo)
