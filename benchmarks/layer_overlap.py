@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError, print_or_fail
+from simulator.kineto.overlay import occurrence_keys
 
 DEFAULT_RUN = Path("calibration/measurements/h200/2026-12-03/layer_traces")
 Kernel = dict[str, Any]
@@ -76,13 +77,9 @@ def layers_of(record: dict[str, Any], replays: int) -> list[list[Kernel]]:
 
 
 def keyed(layer: list[Kernel]) -> dict[tuple[str, int], Kernel]:
-    """Each kernel under (name, occurrence in the layer)."""
-    seen: dict[str, int] = {}
-    out = {}
-    for k in layer:
-        seen[k["name"]] = seen.get(k["name"], 0) + 1
-        out[(k["name"], seen[k["name"]])] = k
-    return out
+    """Each kernel under (name, occurrence in the layer), the overlay's matching key."""
+    names = [k["name"] for k in layer]
+    return dict(zip(occurrence_keys(names, max(len(names), 1)), layer, strict=True))
 
 
 def span(layer: list[Kernel]) -> float:

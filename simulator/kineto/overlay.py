@@ -14,6 +14,7 @@ is its op count over ``N`` and its op at position ``i`` maps to the graph ops at
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 
 from simulator.errors import InputError
 from simulator.kineto.events import GpuOp, Trace
@@ -69,27 +70,30 @@ def _by_occurrence(launches: list[Item], order: list[int], ops: list[GpuOp], n: 
     """Multi-stream traces: the ``j``-th kernel named X of a layer takes the mean duration of the ``j``-th ones
     of that name in the other trace's copies (copies, and kernels the replayed trace lacks, likewise as one
     kind); refused unless every layer holds the same kernels."""
-    def keys(names: list[str]) -> list[tuple[str, int]]:
-        seen: dict[str, int] = {}
-        out = []
-        for pos, name in enumerate(names):
-            if pos % n == 0:
-                seen.clear()
-            seen[name] = seen.get(name, -1) + 1
-            out.append((name, seen[name]))
-        return out
-
     copy = "<copy>"
-    theirs = keys([op.name if op.kind == "kernel" and op.name in kernels else copy for op in ops])
+    theirs = occurrence_keys([op.name if op.kind == "kernel" and op.name in kernels else copy for op in ops], n)
     durations: dict[tuple[str, int], list[float]] = {}
     for key, op in zip(theirs, ops, strict=True):
         durations.setdefault(key, []).append(op.dur)
-    mine = keys([_gpu(launches[k]).name if _gpu(launches[k]).kind == "kernel" else copy for k in order])
+    mine = occurrence_keys([_gpu(launches[k]).name if _gpu(launches[k]).kind == "kernel" else copy for k in order], n)
     for key, k in zip(mine, order, strict=True):
         if key not in durations:
             raise InputError(f"{source}: the replayed trace has {key[0]!r} {key[1] + 1} time(s) per layer, the "
                              "durations trace fewer; kernel sets differ")
         launches[k].gpu = _gpu(launches[k])._replace(dur=statistics.fmean(durations[key]))
+
+
+def occurrence_keys(names: Sequence[str], period: int) -> list[tuple[str, int]]:
+    """Each name with its occurrence (0 for the first) within its period of ``period`` names: the key that matches
+    a kernel across two traces (or strategies) of the same layer whose streams interleave differently."""
+    seen: dict[str, int] = {}
+    out = []
+    for pos, name in enumerate(names):
+        if pos % period == 0:
+            seen.clear()
+        seen[name] = seen.get(name, -1) + 1
+        out.append((name, seen[name]))
+    return out
 
 
 def _mismatch(mine: GpuOp, op: GpuOp, kernels: set[str]) -> bool:
