@@ -23,7 +23,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from simulator.decisions import POLICIES, GainPoint, Policy, measured_elsewhere, score, verdict
-from simulator.errors import InputError
+from simulator.errors import InputError, print_or_fail
 from simulator.profile import load_profile
 from simulator.validation import gain_points, measured_gains
 
@@ -32,10 +32,17 @@ SMALL_TOKENS = (1, 2, 4)
 GAIN_TOLERANCE = 0.015
 
 
-def points_of(runs: list[str], profile_name: str) -> list[GainPoint]:
+def points_of(runs: list[str], profile_name: str,
+              reference: dict[tuple[str, int], float] | None = None) -> list[GainPoint]:
+    """The runs' measured and predicted gains; with a reference, only the points it measured too."""
     bar = tqdm(desc="predicting", disable=not sys.stderr.isatty())
     points = gain_points(load_profile(profile_name), folders(runs), progress=lambda: bar.update(1))
     bar.close()
+    if reference is not None:
+        points = [p for p in points if (p.preset, p.tokens) in reference]
+    if not points:
+        raise InputError("no (preset, tokens) with both strategies measured in graph mode"
+                         + (" in both the runs and the reference" if reference is not None else ""))
     return points
 
 
@@ -103,27 +110,19 @@ def main(argv: list[str] | None = None) -> int:
                          "measured_elsewhere and the reproducibility floor")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    try:
+
+    def report() -> str:
         reference = reference_gains(args.reference_run)
-        points = points_of(args.run, args.profile)
-        if reference is not None:
-            points = [p for p in points if (p.preset, p.tokens) in reference]
-        if not points:
-            raise InputError("no (preset, tokens) with both strategies measured in graph mode"
-                             + (" in both the runs and the reference" if reference is not None else ""))
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if args.json:
-        print(json.dumps({"profile": args.profile, "margin": args.margin,
-                          "scores": [s.to_json_dict() for s in score(points, args.margin, policies(reference))],
-                          "points": [vars(p) | ({} if reference is None else
-                                                {"measured_elsewhere": reference[(p.preset, p.tokens)]})
-                                     for p in points]}, indent=1))
-    else:
-        print(markdown(points, args.margin, load_profile(args.profile).describe(), args.run, reference,
-                       args.reference_run))
-    return 0
+        points = points_of(args.run, args.profile, reference)
+        if not args.json:
+            return markdown(points, args.margin, load_profile(args.profile).describe(), args.run, reference,
+                            args.reference_run)
+        return json.dumps({"profile": args.profile, "margin": args.margin,
+                           "scores": [s.to_json_dict() for s in score(points, args.margin, policies(reference))],
+                           "points": [vars(p) | ({} if reference is None else
+                                                 {"measured_elsewhere": reference[(p.preset, p.tokens)]})
+                                      for p in points]}, indent=1)
+    return print_or_fail(report)
 
 
 if __name__ == "__main__":

@@ -117,7 +117,7 @@ def _reproducibility() -> str:
     import decisions as dec
 
     reference = dec.reference_gains(list(DECODE_RUNS))
-    points = [p for p in dec.points_of([HELD_OUT_START], "h200") if (p.preset, p.tokens) in reference]
+    points = dec.points_of([HELD_OUT_START], "h200", reference)
     return dec.markdown(points, 0.005, _profile().describe(), [HELD_OUT_START], reference, list(DECODE_RUNS)) + "\n"
 
 
