@@ -121,7 +121,7 @@ def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:
 
 
 def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations: str,
-             graph_durations: str = "graph") -> tuple[list[dict], dict[str, str]]:
+             graph_durations: str = "graph", sharing: str = "profile") -> tuple[list[dict], dict[str, str]]:
     real, rerun = sources_of(folder, run)
     eager_cases = rerun / "cases.json"
     records = {"graph": _cases(real / "cases.json", "graph"), "eager": _cases(eager_cases, "eager")}
@@ -145,7 +145,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
             overlay = graph_trace if graph_trace.exists() and durations == "graph" else None
             r = run_whatif(trace, REGION, launch="graph" if mode == "graph" else "as-traced", profile=profile,
                            durations_from=overlay, measured_layer_us=None if mode == "graph" else seq,
-                           progress=False)
+                           progress=False, sharing=sharing)
             whatif, base = r.whatif_layer_us or 0.0, r.baseline_layer_us
             rows.append({
                 "preset": preset, "tokens": tokens, "mode": mode, "seq_us": seq, "ms_us": ms,
@@ -154,7 +154,8 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
                 "host_scale": r.host_scale, "durations": "graph trace" if overlay else "as traced",
                 "baseline_us": base, "whatif_us": whatif, "raw_us": whatif, "anchored_us": seq * whatif / base,
                 "nochange_us": seq, "gain_measured": (seq - ms) / seq, "gain_predicted": 1 - whatif / base,
-                "profile": r.profile.describe(),
+                "profile": r.profile.describe() + ("; sharing: block placement (--sharing placement)"
+                                                   if sharing == "placement" else ""),
             })
     return rows, sources
 
@@ -261,12 +262,12 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
 
 
 def results_for(folder: Path, runs: list[str] | None, profile: str | None, eager_durations: str = "traced",
-                graph_durations: str = "graph", with_sanity: bool = True) -> list[dict]:
+                graph_durations: str = "graph", with_sanity: bool = True, sharing: str = "profile") -> list[dict]:
     """One result per run (``None``: ``kernels_real`` with its eager re-run), then a pooled one when there are
     several: rows, summaries, sanity checks and sources (the ``--json`` document)."""
     results = []
     for run in runs or (None,):
-        rows, sources = evaluate(folder, run, profile, eager_durations, graph_durations)
+        rows, sources = evaluate(folder, run, profile, eager_durations, graph_durations, sharing)
         checks = sanity(folder, run, profile) if with_sanity else []
         results.append({"run": run, "folder": str(folder), "sources": sources, "rows": rows,
                         "summary": _summaries(rows), "sanity": checks})
@@ -338,6 +339,8 @@ def main() -> int:
     parser.add_argument("--graph-durations", choices=("graph", "traced"), default="graph",
                         help="graph-mode kernel durations: from the graph trace (default) or as in the eager trace")
     parser.add_argument("--no-sanity", action="store_true", help="skip the as-traced replay of every trace")
+    parser.add_argument("--sharing", choices=("profile", "placement"), default="profile",
+                        help="the what-if's sharing model (moesim whatif trace --sharing; default: the profile's)")
     parser.add_argument("--json", action="store_true", help="machine-readable output (default: markdown)")
     args = parser.parse_args()
     folder = (args.folder or _latest()).resolve()
@@ -347,7 +350,7 @@ def main() -> int:
         if not (folder / run / "cases.json").is_file():
             parser.error(f"{folder / run} has no cases.json")
     results = results_for(folder, args.run, args.profile, args.eager_durations, args.graph_durations,
-                          not args.no_sanity)
+                          not args.no_sanity, args.sharing)
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
         return 0

@@ -11,7 +11,8 @@ Semantics (each one is tested against a hand-computed timeline):
   streams have no implicit ordering with it;
 - ``sync`` blocks the host until the device is idle; at most ``queue_depth`` launches wait to start before
   the host blocks;
-- running kernels progress at the rates the sharing model gives them, re-solved at every start and end.
+- running kernels progress at the rates the sharing model gives them, re-solved at every start and end; a
+  model that places kernels (``PlacingModel``) places each one once, when it starts, among those running.
 
 Speed: records, waits and stream switches only change queue order, never device timing, so their host cost is
 folded into the next launch's delay. The host runs ahead without a SimPy event while its next call falls
@@ -41,7 +42,7 @@ from typing import TypeVar
 from simulator.expand import default_costs, expand, never_recorded
 from simulator.ir import Op, Program, gc_paused
 from simulator.result import FlowArrow, HostSpan, KernelRun, SimResult
-from simulator.sharing import Demand, FluidSharing, SharingModel
+from simulator.sharing import Demand, FluidSharing, PlacingModel, SharingModel
 from simulator.simpy_adapter import Due, Scheduler
 
 _EPS = 1e-9
@@ -64,13 +65,14 @@ class _Kernel:
 
     ``index``: its op's index; ``gap``: the device gap before it starts; ``replay``: the replay it belongs to
     (None: eager); ``remaining``: solo µs of work left; ``demand_id``: equal demands share one; ``solo``: its
-    rate alone under the default fluid model (0 under another model: not read); ``queued``: its completion is
-    still to be pushed. Set when it starts: ``start``, ``updated`` (when ``remaining`` was last brought up to
-    date) and ``rate``; when its rate changes: ``at`` and ``eid`` (its completion's time and event id), then
-    ``event`` (the completion pushed; an earlier one is superseded)."""
+    rate alone under the default fluid model (0 under another model: not read); ``geometry``: (blocks, blocks
+    per SM) where the launch says, read by a placing model, which sets ``placed`` when the kernel starts;
+    ``queued``: its completion is still to be pushed. Set when it starts: ``start``, ``updated`` (when
+    ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and ``eid`` (its
+    completion's time and event id), then ``event`` (the completion pushed; an earlier one is superseded)."""
 
-    __slots__ = ("at", "demand", "demand_id", "eid", "event", "gap", "index", "name", "queued", "rate", "region",
-                 "remaining", "replay", "solo", "start", "stream", "updated")
+    __slots__ = ("at", "demand", "demand_id", "eid", "event", "gap", "geometry", "index", "name", "placed", "queued",
+                 "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
 
 
 def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: str, region: str | None,
@@ -86,6 +88,8 @@ def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: s
     kernel.demand = demand
     kernel.demand_id = demand_id
     kernel.solo = solo
+    kernel.geometry = None
+    kernel.placed = None
     kernel.queued = False
     return kernel
 
@@ -157,6 +161,7 @@ class Engine:
         for s in self.streams.values():
             s.legacy = blocking if s.kind == "default" else default if s.kind == "blocking" else []
         self._fluid = self.sharing if type(self.sharing) is FluidSharing else None
+        self._placing: PlacingModel | None = self.sharing if isinstance(self.sharing, PlacingModel) else None
         self.events: dict[str, tuple[_Stream, int]] = {}
         self.running: list[_Kernel] = []
         self.outstanding = 0
@@ -235,6 +240,7 @@ class Engine:
         recorded_on: dict[str, str] = {}
         joined: set[str] = set()  # streams whose next kernel follows a wait on another stream's event
         solo = self._fluid.solo_rate if self._fluid is not None else _not_solved
+        placing = self._placing is not None
         demands: dict[Demand, tuple[int, float]] = {}
         recorded: set[str] = set()
         warnings: list[str] = []
@@ -259,6 +265,8 @@ class Engine:
                 stream = streams[fields["stream"]]
                 kernel = _kernel(index, stream, gap, replay, fields["kernel"], fields["region"], fields["dur_us"],
                                  demand, known[0], known[1])
+                if placing and fields["blocks"] is not None and fields["blocks_per_sm"] is not None:
+                    kernel.geometry = (fields["blocks"], fields["blocks_per_sm"])
                 append(_plan_entry(_LAUNCH, cost, index, stream, "", None, kernel))
             elif kind == "record":
                 event = fields["event"]
@@ -496,6 +504,8 @@ class Engine:
             self._finish(kernel)
             return
         kernel.rate = 0.0
+        if self._placing is not None:
+            kernel.placed = self._placing.place([k.placed for k in self.running], kernel.demand, kernel.geometry)
         self.running.append(kernel)
         self._resolve_rates()
 
@@ -510,7 +520,11 @@ class Engine:
         running = self.running
         n = len(running)
         new_id = self.scheduler.new_id
-        if self._fluid is None:
+        if self._placing is not None:
+            rates = self._placing.placed_rates([k.demand for k in running], [k.placed for k in running])
+            if len(rates) != n:
+                raise ValueError(f"sharing model gave {len(rates)} rates for {n} running kernels")
+        elif self._fluid is None:
             rates = self.sharing.rates([k.demand for k in running])
             if len(rates) != n:
                 raise ValueError(f"sharing model gave {len(rates)} rates for {n} running kernels")

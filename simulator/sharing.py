@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 Demand = tuple[float, float, float]
 
@@ -18,6 +18,16 @@ class SharingModel(Protocol):
     """Anything that turns the demands of the running kernels into their progress rates."""
 
     def rates(self, demands: Sequence[Demand]) -> list[float]: ...
+
+
+@runtime_checkable
+class PlacingModel(Protocol):
+    """A sharing model that places each kernel once, when it starts, among the kernels running then (where its
+    blocks land, and whether they stay there), and gives rates from those placements (in start order)."""
+
+    def place(self, running: Sequence[Any], demand: Demand, geometry: tuple[int, int] | None) -> Any: ...
+
+    def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Any]) -> list[float]: ...
 
 
 @dataclass(frozen=True, slots=True)

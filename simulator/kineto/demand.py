@@ -26,6 +26,7 @@ _DTYPE_BYTES = {"float": 4, "double": 8, "c10::half": 2, "c10::bfloat16": 2, "ha
                 "c10::float8_e5m2fnuz": 1}
 _GEMM_OPS = ("mm", "addmm", "bmm", "matmul", "linear", "baddbmm", "_scaled_mm")
 _GROUPED_OPS = ("_grouped_mm", "grouped_mm", "_scaled_grouped_mm")
+_GEMV_KERNELS = ("dot_kernel", "gemv")  # cuBLAS's matrix-vector kernels (a router GEMM at one token)
 
 
 class Demand(NamedTuple):
@@ -35,6 +36,8 @@ class Demand(NamedTuple):
     family: str
     nbytes: float | None
     flops: float | None
+    blocks: int | None = None  # the grid's thread blocks
+    blocks_per_sm: int | None = None  # how many of them one SM holds at once (occupancy rules)
 
 
 def resident_blocks(op: GpuOp, dev: DeviceProps | None) -> int | None:
@@ -166,7 +169,13 @@ def kernel_demand(op: GpuOp, cpu: CpuOp | None, cpu_busy_us: float, dev: DeviceP
         tc = fam.tc_eff if gemm and fam is not None and nbytes is None else 0.0
     if sm is None:
         sm = 1.0 if op.kind == "kernel" else 0.0
-    return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops)
+    # placement (simulator.placement) is tracked for GEMM kernels (cuBLAS's dot / GEMV kernels included): their
+    # blocks keep an SM's issue slots busy, so blocks packed several per SM run that much slower; the other
+    # kernels' blocks wait on memory, and packing them costs little: their SM share alone stands for them
+    placed = gemm or any(tag in op.name for tag in _GEMV_KERNELS)
+    blocks = math.prod(op.grid) if placed and op.kind == "kernel" and op.grid else None
+    return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops, blocks or None,
+                  resident_blocks(op, dev) if blocks else None)
 
 
 def _clip(x: float) -> float:

@@ -350,7 +350,7 @@ def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile
             demand = kernel_demand(item.gpu, item.cpu, cpu_busy, dev, profile)
             item.contended = id(item.gpu) in contended
             if item.contended:
-                demand = demand._replace(sm=0.0, bw=0.0, tc=0.0)
+                demand = demand._replace(sm=0.0, bw=0.0, tc=0.0, blocks=None, blocks_per_sm=None)
             item.demand = shared.setdefault(demand, demand)
 
 
@@ -441,7 +441,8 @@ def _ir_op(item: Item, host_us: float) -> Launch | Record | Wait | SetStream | S
             raise InputError(f"GPU op {gpu.name!r} at {gpu.ts} µs has a duration of {dur} µs")
         return Launch.model_construct(_SET[Launch], kernel=gpu.name or "<unnamed>", stream=stream, dur_us=dur,
                                       sm=demand.sm, bw=demand.bw, tc=demand.tc, family=demand.family,
-                                      region=item.region, host_us=host_us)
+                                      region=item.region, host_us=host_us, blocks=demand.blocks,
+                                      blocks_per_sm=demand.blocks_per_sm)
     if item.kind == "record":
         return Record.model_construct(_SET[Record], event=item.event or "", stream=stream, host_us=host_us)
     if item.kind == "wait":

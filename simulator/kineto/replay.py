@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from tqdm import tqdm
 
@@ -31,9 +31,12 @@ from simulator.kineto.reader import read_trace
 from simulator.kineto.select import Selector, listing
 from simulator.kineto.whatif import move_kernels, move_region
 from simulator.kineto.whatif import serialize_aux as serialize_aux_streams
+from simulator.placement import placement_for
 from simulator.profile import Profile, available_profiles, load_profile
 from simulator.result import SimResult
 from simulator.sharing import SharingModel
+
+SharingForm = Literal["profile", "placement"]
 
 
 @dataclass(slots=True)
@@ -54,6 +57,7 @@ class WhatIf:
     measured_layer_us: float | None = None
     serialized: bool = False
     kernels: str | None = None  # --aux-kernels, as given
+    sharing: SharingForm = "profile"  # how overlapping kernels share the GPU (see run_whatif)
 
     @property
     def region(self) -> str | None:
@@ -106,6 +110,7 @@ class WhatIf:
             "thread": self.host.thread,
             "kernel_gap_us": round(self.host.gap_us, 3),
             "host_scale": self.host_scale,
+            "sharing_form": self.sharing,
             "profile": self.profile.describe(),
             "sources": {
                 "durations": self.durations,
@@ -115,11 +120,18 @@ class WhatIf:
                    "not used)" if self.traced_node_gap_us is not None else ""),
                 "added_host_calls": f"{self.profile.name} host figures" if self.launch == "as-traced"
                 else "none (graph replay)",
-                "sharing": self.profile.interference.source,
+                "sharing": self._sharing_source(),
             },
             "notes": list(self.notes),
             "warnings": list(self.host.warnings),
         }
+
+    def _sharing_source(self) -> str:
+        if self.sharing == "placement":
+            return (f"block placement on {self.profile.hardware.sm_count} SMs from the traced GEMM kernels' grids and "
+                    f"occupancy (simulator.placement); bandwidth and tensor-rate capacities from "
+                    f"{self.profile.name}'s co-run fit: {self.profile.interference.source}")
+        return self.profile.interference.source
 
     def _host_source(self) -> str:
         if self.measured_layer_us is None:
@@ -210,10 +222,13 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                join_after_module: str | None = None, launch: LaunchMode = "as-traced", profile: str | None = None,
                device: int | None = None, thread: int | None = None, durations_from: str | Path | None = None,
                host_scale: float = 1.0, measured_layer_us: float | None = None, serialize_aux: bool = False,
-               aux_kernels: str | None = None, join_after_kernel: str | None = None, progress: bool = True) -> WhatIf:
+               aux_kernels: str | None = None, join_after_kernel: str | None = None, progress: bool = True,
+               sharing: SharingForm = "profile") -> WhatIf:
     """Import ``path``, replay it under ``launch`` and, when ``region`` (a ``record_function`` range) or
     ``module`` (a module class path, :mod:`simulator.kineto.select`) is given, its aux-stream what-if, or with
-    ``serialize_aux`` the reverse (every stream's work on the main stream; see :func:`_run_whatif`). Python's
+    ``serialize_aux`` the reverse (every stream's work on the main stream; see :func:`_run_whatif`).
+    ``sharing``: how overlapping kernels share the GPU: ``profile``, the profile's fitted form; ``placement``,
+    block placement from each GEMM kernel's traced grid and occupancy (:mod:`simulator.placement`). Python's
     cyclic collector is paused throughout: the records are acyclic, and its passes over a heap of millions of
     them would make the time grow faster than the trace."""
     with gc_paused():
@@ -221,14 +236,15 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                            launch=launch, profile=profile, device=device, thread=thread,
                            durations_from=durations_from, host_scale=host_scale,
                            measured_layer_us=measured_layer_us, serialize_aux=serialize_aux,
-                           aux_kernels=aux_kernels, join_after_kernel=join_after_kernel, progress=progress)
+                           aux_kernels=aux_kernels, join_after_kernel=join_after_kernel, progress=progress,
+                           sharing=sharing)
 
 
 def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None, module: str | None,
                 join_after_module: str | None, launch: LaunchMode, profile: str | None, device: int | None,
                 thread: int | None, durations_from: str | Path | None, host_scale: float,
                 measured_layer_us: float | None, serialize_aux: bool, aux_kernels: str | None,
-                join_after_kernel: str | None, progress: bool) -> WhatIf:
+                join_after_kernel: str | None, progress: bool, sharing: SharingForm) -> WhatIf:
     """:func:`run_whatif`'s work. ``durations_from``: a trace of the same kernel sequence (e.g. its CUDA-graph
     run) whose kernel durations replace the traced ones; ``host_scale`` multiplies the traced host time between
     submissions, or (``measured_layer_us``, as-traced only) is fitted so that the baseline replay lasts that
@@ -270,23 +286,24 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         move_region(host, what, prof, launch, join) if what is not None else \
         move_kernels(host, runs, joins, prof, launch) if runs is not None else None
     drop_operators(host.items, move.items if move is not None else [])
-    sharing = prof.sharing_model()
+    model = placement_for(prof) if sharing == "placement" else prof.sharing_model()
     if measured_layer_us is not None:
-        host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress)
+        host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress,
+                                              sharing=model)
         notes.append(f"traced host time between submissions scaled by {host_scale:.4g} to last the measured "
                      f"{measured_layer_us:.3f} µs per layer" + (" (already longer unscaled: not scaled)"
                                                                if host_scale == 1.0 else ""))
     else:
         if host_scale != 1.0 and launch == "as-traced":
             notes.append(f"traced host time between submissions scaled by {host_scale:.4g}")
-        baseline = replay_baseline(host, prof, launch, host_scale, sharing)
+        baseline = replay_baseline(host, prof, launch, host_scale, model)
     if move is not None:  # the what-if's timeline is the one drawn: the baseline's host spans are never read
         baseline = SimResult(baseline.makespan_us, baseline.host_end_us, baseline.kernels, baseline.streams,
                              None, baseline.flows, baseline.warnings)  # (their builder holds the whole program)
     report = WhatIf(baseline=baseline, whatif=None, host=host, profile=prof, launch=launch, what=what,
                     notes=notes, durations=durations, traced_node_gap_us=traced_gap, layers=layers,
                     host_scale=host_scale, measured_layer_us=measured_layer_us, serialized=serialize_aux,
-                    kernels=None if runs is None else f"GPU ops {aux_kernels} of each period")
+                    kernels=None if runs is None else f"GPU ops {aux_kernels} of each period", sharing=sharing)
     if measured_layer_us is not None and report.baseline_layer_us > measured_layer_us * (1 + 1e-6):
         notes.append(f"the traced kernels alone last longer than the measured {measured_layer_us:.3f} µs per "
                      f"layer (baseline {report.baseline_layer_us:.3f} µs with almost no host time left): they "
@@ -294,7 +311,7 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
     if move is not None:
         program = compile_program(host, move.items, prof, launch, name=f"whatif:{report.region}",
                                   host_scale=host_scale)
-        report.whatif = simulate(program, sharing)
+        report.whatif = simulate(program, model)
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes
     return report
@@ -308,13 +325,13 @@ def replay_baseline(host: HostTrace, profile: Profile, launch: LaunchMode, host_
 
 
 def fit_host_scale(host: HostTrace, profile: Profile, layer_us: float, layers: int = 1, steps: int = 30,
-                   progress: bool = False) -> tuple[float, SimResult]:
+                   progress: bool = False, sharing: SharingModel | None = None) -> tuple[float, SimResult]:
     """The factor on traced host time between submissions that makes the as-traced baseline replay's GPU span
     per layer (of ``layers`` in the trace) ``layer_us`` (bisection over (0.001, 1]: only the profiler's
     slowdown of the host is taken out, so 1 when even the unscaled replay is not longer than the target), and
     the baseline replay at that factor (one of the replays the fit ran). ``progress``: a bar on stderr counts
-    the replays (one per step)."""
-    sharing = profile.sharing_model()
+    the replays (one per step). ``sharing``: the engine's sharing model (default: the profile's)."""
+    sharing = sharing if sharing is not None else profile.sharing_model()
 
     def replay(scale: float) -> SimResult:
         return replay_baseline(host, profile, "as-traced", scale, sharing)

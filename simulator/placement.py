@@ -1,0 +1,114 @@
+"""Block placement: where a kernel's thread blocks land on the SMs when it starts, and whether they stay.
+
+A kernel whose launch geometry is known has ``blocks`` thread blocks, of which one SM holds ``per_sm`` at once
+(occupancy rules: registers, threads, shared memory). Alone, its blocks spread one per SM over
+``min(blocks, SMs)`` SMs: its *spread*. Beside kernels already running:
+
+- a kernel of **full-SM blocks** (``per_sm`` = 1: e.g. cuBLAS / CUTLASS tensor-core GEMMs, one block holding an
+  SM's whole register file) gets only SMs no other block touches; its blocks that find none start as the SMs
+  free up, so its SM share is re-solved whenever a kernel ends;
+- a kernel of **light blocks** (``per_sm`` > 1) also fits beside other light blocks, but not on SMs held by
+  full-SM blocks. When its blocks fit on the SMs left to it only by packing several per SM, they are packed
+  there at launch and **stay** there: it runs at (SMs left) / spread of its solo rate for its whole life, even
+  after the kernels that crowded it have ended (the layer traces' fp32 router GEMM beside the shared experts).
+  When even packing leaves blocks over, those wait, and its share is re-solved as SMs free up.
+
+A kernel whose blocks find no SM waits (rate 0) until SMs free up. Under those SM caps, HBM bandwidth and the
+tensor rate are shared max-min fairly as in :class:`~simulator.interference.ResidencySharing` (``bw_capacity``,
+``tc_capacity``). A kernel without a known geometry (the trace path gives it to GEMM kernels only: their
+blocks keep an SM's issue slots busy; other kernels' blocks mostly wait on memory) takes its ``sm`` demand as
+its spread and counts as light, never packed.
+
+The engine places each kernel once, when it starts (:class:`~simulator.sharing.PlacingModel`). Because a
+packed kernel keeps its cap after the kernels that crowded it end, two kernels overlapped can take longer than
+the two in sequence, as the measured fp32 router GEMM beside a shared-expert GEMM does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simulator.interference import capped_fill
+from simulator.profile import Profile
+from simulator.sharing import Demand
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """One kernel's placement: its spread and the share of the SMs its blocks occupy (fractions of the SMs),
+    whether its blocks hold whole SMs, and the cap it keeps for life when it was packed (else None)."""
+
+    spread: float
+    touched: float
+    full: bool
+    packed_cap: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementSharing:
+    """Block placement on ``sm_count`` SMs; ``bw_capacity`` / ``tc_capacity`` as in ``ResidencySharing``."""
+
+    sm_count: int = 132
+    bw_capacity: float = 1.0
+    tc_capacity: float = 1.0
+
+    def rates(self, demands: Sequence[Demand]) -> list[float]:
+        """Rates without placements (no geometry known): each kernel placed in turn, in start order."""
+        placed: list[Placed] = []
+        for demand in demands:
+            placed.append(self.place(placed, demand, None))
+        return self.placed_rates(demands, placed)
+
+    def place(self, running: Sequence[Placed], demand: Demand, geometry: tuple[int, int] | None) -> Placed:
+        """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM)."""
+        if geometry is None:
+            spread, full, capacity = min(1.0, max(demand[0], 0.0)), False, None
+        else:
+            blocks, per_sm = geometry
+            spread, full = min(blocks, self.sm_count) / self.sm_count, per_sm == 1
+            capacity = blocks / (per_sm * self.sm_count)  # SMs its blocks need when packed
+        room = self._room([now for now, _ in self._settle(running)], full)
+        if spread <= room + 1e-12:
+            return Placed(spread, spread, full, None)
+        if not full and capacity is not None and room > 0 and capacity <= room + 1e-12:
+            return Placed(spread, room, full, room / spread)
+        return Placed(spread, room, full, None)
+
+    def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
+        """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
+        the kernels before them leave), then bandwidth and tensor rate shared under those caps."""
+        caps = [cap for _, cap in self._settle(placements)]
+        if len(demands) < 2:
+            return caps
+        bws = [d[1] for d in demands]
+        offered = 1.0 + (self.bw_capacity - 1.0) * min(1.0, sum(bws) - max(bws))
+        return capped_fill(demands, caps, (offered, self.tc_capacity))
+
+    def _settle(self, placements: Sequence[Placed]) -> list[tuple[Placed, float]]:
+        """Each kernel's placement now and its SM cap, in start order: a packed kernel keeps its SMs and cap; the
+        others hold what the kernels before them leave (their waiting blocks take SMs as they free up)."""
+        out: list[tuple[Placed, float]] = []
+        for p in placements:
+            if p.packed_cap is not None:
+                out.append((p, p.packed_cap))
+                continue
+            room = self._room([now for now, _ in out], p.full)
+            cap = 1.0 if p.spread <= room + 1e-12 else room / p.spread if p.spread else 1.0
+            out.append((Placed(p.spread, min(p.spread, room), p.full, None), cap))
+        return out
+
+    @staticmethod
+    def _room(running: Sequence[Placed], full: bool) -> float:
+        """The share of the SMs a kernel's blocks may use: for full-SM blocks the SMs no block touches, for
+        light blocks the SMs no full-SM block holds."""
+        held = sum(p.touched for p in running if p.full or full)
+        return max(0.0, 1.0 - held)
+
+
+def placement_for(profile: Profile) -> PlacementSharing:
+    """Block placement on the profile's GPU (its SM count), with the bandwidth and tensor-rate capacities of the
+    profile's co-run fit (1, i.e. ideal, where its form has none)."""
+    params = profile.interference.params
+    return PlacementSharing(sm_count=profile.hardware.sm_count, bw_capacity=params.get("bw_capacity", 1.0),
+                            tc_capacity=params.get("tc_capacity", 1.0))

@@ -1,0 +1,93 @@
+"""Block placement (``simulator.placement``) on hand-computed timelines and its invariants.
+
+Every program below launches its kernels at time 0 (no host costs) with no bandwidth or tensor demand, so
+only the SM caps decide the rates; 132 SMs as on the H200."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.engine import simulate
+from simulator.placement import PlacementSharing, placement_for
+from simulator.profile import load_profile
+from tests.helpers_programs import launch, program, times
+
+SHARING = PlacementSharing(sm_count=132)
+
+
+def _gemm(name: str, stream: str, dur: float, blocks: int, per_sm: int) -> dict:
+    return launch(name, stream, dur, sm=min(1.0, blocks / 132), bw=0.0, tc=0.0, blocks=blocks,
+                  blocks_per_sm=per_sm)
+
+
+def test_light_blocks_packed_beside_full_sm_blocks_keep_their_cap_for_life():
+    """S: 96 full-SM blocks (one per SM) on main; R: 112 light blocks, 4 per SM, on aux, started after S. R's
+    blocks need 112/4 = 28 SMs and find the 36 S leaves free: packed there, R runs at 36/112 of its solo rate for
+    its whole life, even after S ends at 20: 10 µs of work end at 10 × 112 / 36 = 31.11 µs, later than the two in
+    sequence (30 µs)."""
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("R", "aux", 10, 112, 4)]), SHARING)
+    got = times(r)
+    assert got["S"] == pytest.approx((0, 20))
+    assert got["R"] == pytest.approx((0, 10 * 112 / 36))
+    assert r.makespan_us > 30
+
+
+def test_full_sm_blocks_wait_for_untouched_sms_then_take_the_freed_ones():
+    """G: 132 full-SM blocks started beside S (96 full-SM blocks): it gets the 36 untouched SMs, rate 36/132,
+    until S ends at 20 (20 × 36/132 = 5.4545 µs of its 10 done), then the whole GPU: ends at 24.545 µs."""
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("G", "aux", 10, 132, 1)]), SHARING)
+    assert times(r)["G"] == pytest.approx((0, 20 + 10 - 20 * 36 / 132))
+
+
+def test_light_blocks_that_fit_alone_run_at_full_speed():
+    """A 40-block kernel beside S (96 SMs): its 40 blocks spread one per SM over the 36 free SMs would not fit
+    one per SM, but 40/8 = 5 SMs' worth of its blocks fit when packed: cap 36/40 for life. A 30-block kernel
+    fits one per SM: rate 1."""
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("small", "aux", 3, 30, 8)]), SHARING)
+    assert times(r)["small"] == pytest.approx((0, 3))
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("packed", "aux", 9, 40, 8)]), SHARING)
+    assert times(r)["packed"] == pytest.approx((0, 9 * 40 / 36))
+
+
+def test_kernels_without_geometry_take_their_sm_demand_as_spread():
+    """No launch geometry: spread = the sm demand, light, never packed. 0.5 beside S's 96/132 gets the free
+    36/132, rate (36/132) / 0.5 until S ends at 20 (10.909 µs of work), then 1: 20 µs of work end at 29.09."""
+    ops = [_gemm("S", "main", 20, 96, 1), launch("e", "aux", 20, sm=0.5, bw=0.0, tc=0.0)]
+    r = simulate(program(ops), SHARING)
+    assert times(r)["e"] == pytest.approx((0, 20 + 20 - 20 * (36 / 132) / 0.5))
+
+
+def test_placement_for_takes_the_profile_gpu_and_capacities():
+    profile = load_profile("h200")
+    sharing = placement_for(profile)
+    assert sharing.sm_count == profile.hardware.sm_count
+    assert sharing.bw_capacity == profile.interference.params["bw_capacity"]
+
+
+kernels = st.lists(st.tuples(st.sampled_from(["main", "aux"]), st.floats(0.5, 50.0), st.integers(1, 400),
+                             st.sampled_from([1, 2, 4, 8, 16])), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(kernels)
+def test_placement_invariants(spec):
+    """In-order streams, nothing earlier than it could, at least the longer stream's solo sum, deterministic.
+    (Unlike the fluid forms, the serial sum is no upper bound: a packed kernel keeps its cap after the kernels
+    that crowded it end.)"""
+    ops = [_gemm(f"k{i}", stream, dur, blocks, per_sm) for i, (stream, dur, blocks, per_sm) in enumerate(spec)]
+    first = simulate(program(ops), SHARING)
+    again = simulate(program(ops), SHARING)
+    assert (first.kernels, first.makespan_us) == (again.kernels, again.makespan_us)
+    runs = {k.name: k for k in first.kernels}
+    for stream in ("main", "aux"):
+        mine = [runs[f"k{i}"] for i, s in enumerate(spec) if s[0] == stream]
+        for before, after in itertools.pairwise(mine):
+            assert after.start_us >= before.end_us - 1e-9
+        for k, (_, dur, _, _) in zip(mine, [s for s in spec if s[0] == stream], strict=True):
+            assert k.end_us - k.start_us >= dur - 1e-6
+    longest = max(sum(d for s, d, _, _ in spec if s == stream) for stream in ("main", "aux"))
+    assert first.makespan_us >= longest - 1e-6
