@@ -111,6 +111,7 @@ def _decisions() -> str:
 
 HELD_OUT_START = "calibration/measurements/h200/2026-12-03/kernels_real10"
 LAYER_TRACES = "calibration/measurements/h200/2026-12-03/layer_traces"
+LAYER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/layer_traces_heldout"
 
 
 def _reproducibility() -> str:
@@ -133,10 +134,49 @@ def _placement() -> str:
     return pt.markdown(2) + "\n"
 
 
-def _whatif_graph_traces() -> str:
+@cache
+def _graph_points(run: str, sharing: str) -> list:
     import whatif_graph_traces as wg  # benchmarks/whatif_graph_traces.py
 
-    return wg.markdown(wg.points(ROOT / LAYER_TRACES)) + "\n"
+    return wg.points(ROOT / run, sharing)
+
+
+def _whatif_graph_traces(run: str, sharing: str = "profile") -> str:
+    import whatif_graph_traces as wg
+
+    return wg.markdown(_graph_points(run, sharing)) + "\n"
+
+
+def _graph_traces_cmd(run: str, sharing: str) -> str:
+    return f"python benchmarks/whatif_graph_traces.py {run}" + ("" if sharing == "profile" else f" --sharing {sharing}")
+
+
+def _sharing_forms() -> str:
+    """The trace what-if under each sharing form: the layer traces (call 19), the held-out ones (call 24) and the
+    what-if accuracy runs F (pooled, raw predictor)."""
+    import statistics
+
+    def traces(run: str, sharing: str) -> str:
+        found = _graph_points(run, sharing)
+        offs = [abs(p.predicted_gain - p.measured_gain) for p in found]
+        signed = [p for p in found if abs(p.measured_gain) > 0.01]
+        wrong = sum((p.measured_gain > 0) != (p.predicted_gain > 0) for p in signed)
+        return f"{100 * statistics.median(offs):.1f} / {100 * max(offs):.1f} | {wrong} of {len(signed)}"
+
+    def runs_f(sharing: str, mode: str) -> str:
+        pooled = wa.results_for(MEASUREMENTS, list(F_RUNS), "h200", with_sanity=False, sharing=sharing)[-1]
+        s = next(x for x in pooled["summary"] if x["mode"] == mode and x["predictor"] == "raw")
+        return f"{100 * s['median_err']:.2f} % / {100 * s['worst_err']:.2f} %"
+
+    lines = ["Gain off by: median / worst over the points, in points of gain; signs counted where |measured gain| > "
+             "1 %. F: the what-if's layer time against the measured multi_stream time (pooled over the six runs, "
+             "raw predictor), median / worst error. Profile h200 (calibrated on NVIDIA H200, 2026-12-02).", "",
+             "| `--sharing` | layer traces (call 19): gain off | signs wrong | held-out layer traces (call 24): gain "
+             "off | signs wrong | F graph | F eager |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for sharing in ("profile", "placement"):
+        lines.append(f"| {sharing} | {traces(LAYER_TRACES, sharing)} | {traces(LAYER_TRACES_HELDOUT, sharing)} | "
+                     f"{runs_f(sharing, 'graph')} | {runs_f(sharing, 'eager')} |")
+    return "\n".join(lines) + "\n"
 
 
 def _placement_op(op: str) -> str:
@@ -211,8 +251,11 @@ BLOCKS: dict[str, Block] = {
        for op in ("topk", "softmax", "sort", "gather")},
     "decode-placement-contention": Block(VALIDATION, "python benchmarks/placement_table.py --contention",
                                          _placement_contention),
-    "decode-whatif-graph-traces": Block(VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES}",
-                                        _whatif_graph_traces),
+    **{f"decode-whatif-graph-traces{suffix}{form}": Block(
+        VALIDATION, _graph_traces_cmd(run, sharing), partial(_whatif_graph_traces, run, sharing))
+       for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))
+       for form, sharing in (("", "profile"), ("-placement", "placement"))},
+    "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
     "whatif-datasheet-A": _whatif_block(("kernels_real4",), "h200-datasheet", with_sanity=False),
