@@ -15,6 +15,8 @@ from none to most of the SMs free), router shape ``R`` (the presets' hidden size
 Each graph holds one step per weight set; 25 event-timed replays after 3 warm-ups, medians per set
 (``graph_corun.capture`` / ``replay_us``). Then one profiled replay of each graph: per kernel its start,
 duration, stream, grid, block, registers, shared memory, blocks per SM (``graph_corun.profile_kernels``).
+``--tokens`` and ``--routers`` pick the token counts (both steps' M; e.g. 128 and 1024, where the shared GEMMs
+are persistent kernels of many tiles) and the presets that size the routing step.
 ``python -m calibration.microbench.placement_probe --out DIR`` writes ``placement_probe.json.gz``.
 torch.cuda API only (not run on AMD hardware).
 """
@@ -100,7 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--router-dtype", choices=("float32", "bfloat16"), default="float32",
                    help="the router GEMM's dtype (default float32, as the layer; bfloat16: the same GEMM on tensor "
                         "cores, no cast)")
+    p.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS), metavar="M",
+                   help=f"token counts (M of both steps; default {' '.join(map(str, TOKENS))})")
+    p.add_argument("--routers", nargs="+", choices=[r[0] for r in ROUTERS], metavar="PRESET",
+                   help="size the routing step as these presets only (default: all)")
     args = p.parse_args(argv)
+    if min(args.tokens) < 1:
+        p.error("--tokens: token counts are >= 1")
     if not torch.cuda.is_available():
         print("error: needs a CUDA/ROCm GPU", file=sys.stderr)
         return 2
@@ -108,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     records, skipped, begun = [], [], time.monotonic()
     for s_label, k, n in SHARED:
         for r_label, hidden, experts in ROUTERS:
-            for m in TOKENS:
+            if args.routers and r_label not in args.routers:
+                continue
+            for m in args.tokens:
                 case = {"shared": s_label, "K": k, "N": n, "router": r_label, "hidden": hidden,
                         "experts": experts, "op": args.op, "router_dtype": args.router_dtype, "tokens": m}
                 if time.monotonic() - begun > args.budget_s:
