@@ -12,10 +12,12 @@ from its registers, threads and shared memory against the H200's limits) the res
 beside S: per shared GEMM and preset sizes, the kernel's blocks × threads, its time alone and beside S, and the
 pair's overlap.
 
-``--contention`` tabulates those kernels' slowdown against the shared GEMM's HBM share.
+``--contention`` tabulates those kernels' slowdown against the shared GEMM's HBM share. ``--prefill --tokens
+16|128|1024`` prints the runs of call 26 (every routing step beside each shared GEMM at that token count).
 
     PYTHONPATH=. python benchmarks/placement_table.py [--tokens 2] [--op topk [--sized-as deepseek_v3]]
     PYTHONPATH=. python benchmarks/placement_table.py --contention
+    PYTHONPATH=. python benchmarks/placement_table.py --prefill --tokens 1024
 """
 
 from __future__ import annotations
@@ -143,6 +145,32 @@ def op_markdown(op: str, tokens: int, sized_as: str | None = None) -> str:
     return "\n".join(lines)
 
 
+def prefill_markdown(tokens: int, sized_as: str = "deepseek_v3") -> str:
+    """The call-26 runs at one token count: per shared GEMM (its kernel's blocks at that M) and routing step
+    (sized as ``sized_as``), the pair's overlap and the routing step's main kernel alone → beside S."""
+    ops = ("router", *LATENCY_OPS)
+    by_op = {op: {r["shared"]: r for r in records(PROBE / f"placement_probe_{op}_prefill.json.gz")
+                  if r["tokens"] == tokens and r["router"] == sized_as} for op in ops}
+    if not any(by_op.values()):
+        raise InputError(f"no placement-probe run at {tokens} tokens sized as {sized_as} (call 26 has 16, 128, "
+                         "1024 tokens; deepseek_v3, qwen2_57b_a14b)")
+    lines = [f"{tokens} tokens, routing sized as {sized_as}; per cell: overlap = 1 − (S|R) / (S + R) of the timed "
+             "medians, then the routing step's main kernel alone → beside S (µs, profiled replays). The router is "
+             "the fp32 GEMM after its cast.", "",
+             "| shared GEMM (blocks) | " + " | ".join(ops) + " |", "| --- |" + " --- |" * len(ops)]
+    for shared in by_op["router"]:
+        cells = []
+        for op in ops:
+            record = by_op[op].get(shared)
+            if record is None:
+                cells.append("n/a")
+                continue
+            _, solo, beside = main_kernel(record)
+            cells.append(f"{100 * overlap(record['median_us']):+.0f} % ({solo:.1f} → {beside:.1f})")
+        lines.append(f"| {shared} ({shared_blocks(by_op['router'][shared])}) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def contention_markdown() -> str:
     """Per latency-bound routing kernel and shared GEMM that leaves SMs free: the GEMM's HBM share (its weight
     bytes over its solo time, against the h200 profile's measured copy ceiling) and the kernel's median slowdown
@@ -182,11 +210,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sized-as", metavar="PRESET", help="with --op: only the runs sized as this preset")
     ap.add_argument("--contention", action="store_true",
                     help="the latency-bound kernels' slowdown against the shared GEMM's HBM share")
+    ap.add_argument("--prefill", action="store_true",
+                    help="call 26's runs at --tokens (16, 128 or 1024): every routing step beside each shared GEMM")
     args = ap.parse_args(argv)
 
     def report() -> str:
         if args.contention:
             return contention_markdown()
+        if args.prefill:
+            return prefill_markdown(args.tokens, args.sized_as or "deepseek_v3")
         return op_markdown(args.op, args.tokens, args.sized_as) if args.op else markdown(args.tokens)
     return print_or_fail(report)
 

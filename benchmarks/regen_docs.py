@@ -191,6 +191,12 @@ def _placement_contention() -> str:
     return pt.contention_markdown() + "\n"
 
 
+def _placement_prefill(tokens: int) -> str:
+    import placement_table as pt
+
+    return pt.prefill_markdown(tokens) + "\n"
+
+
 def _lopo() -> str:
     import leave_one_preset_out as lopo  # benchmarks/leave_one_preset_out.py
 
@@ -251,6 +257,9 @@ BLOCKS: dict[str, Block] = {
        for op in ("topk", "softmax", "sort", "gather")},
     "decode-placement-contention": Block(VALIDATION, "python benchmarks/placement_table.py --contention",
                                          _placement_contention),
+    **{f"decode-placement-prefill-{t}": Block(
+        VALIDATION, f"python benchmarks/placement_table.py --prefill --tokens {t}", partial(_placement_prefill, t))
+       for t in (16, 128, 1024)},
     **{f"decode-whatif-graph-traces{suffix}{form}": Block(
         VALIDATION, _graph_traces_cmd(run, sharing), partial(_whatif_graph_traces, run, sharing))
        for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))

@@ -96,9 +96,12 @@ def sm_caps(demands: Sequence[Demand], floor: float) -> list[float]:
     return caps
 
 
-def capped_fill(demands: Sequence[Demand], caps: Sequence[float], capacity: tuple[float, float]) -> list[float]:
-    """Max-min fair rates r_i ≤ caps_i with Σ bw_i·r_i ≤ capacity[0] and Σ tc_i·r_i ≤ capacity[1]."""
+def capped_fill(demands: Sequence[Demand], caps: Sequence[float], capacity: Sequence[float],
+                first: int = 1) -> list[float]:
+    """Max-min fair rates r_i ≤ caps_i with Σ d_ij·r_i ≤ capacity[k] for the demand columns j = first + k: by
+    default (first 1) Σ bw_i·r_i ≤ capacity[0] and Σ tc_i·r_i ≤ capacity[1]."""
     n = len(demands)
+    cols = range(first, first + len(capacity))
     rates = [0.0] * n
     frozen = [False] * n
     left = list(capacity)
@@ -106,17 +109,17 @@ def capped_fill(demands: Sequence[Demand], caps: Sequence[float], capacity: tupl
     while not all(frozen):
         live = [i for i in range(n) if not frozen[i]]
         step = min(caps[i] for i in live) - level
-        use = [sum(demands[i][j + 1] for i in live) for j in range(2)]
+        use = [sum(demands[i][j] for i in live) for j in cols]
         saturated = -1
-        for j in range(2):
-            if use[j] > 0 and left[j] / use[j] < step:
-                step, saturated = left[j] / use[j], j
+        for k, j in enumerate(cols):
+            if use[k] > 0 and left[k] / use[k] < step:
+                step, saturated = left[k] / use[k], j
         step = max(step, 0.0)
         level += step
-        for j in range(2):
-            left[j] -= step * use[j]
+        for k in range(len(left)):
+            left[k] -= step * use[k]
         for i in live:
-            if caps[i] <= level + 1e-12 or (saturated >= 0 and demands[i][saturated + 1] > 0):
+            if caps[i] <= level + 1e-12 or (saturated >= 0 and demands[i][saturated] > 0):
                 rates[i] = min(level, caps[i])
                 frozen[i] = True
     return [max(r, 1e-12) for r in rates]

@@ -13,11 +13,13 @@ A kernel whose launch geometry is known has ``blocks`` thread blocks, of which o
   after the kernels that crowded it have ended (the layer traces' fp32 router GEMM beside the shared experts).
   When even packing leaves blocks over, those wait, and its share is re-solved as SMs free up.
 
-A kernel whose blocks find no SM waits (rate 0) until SMs free up. Under those SM caps, HBM bandwidth and the
-tensor rate are shared max-min fairly as in :class:`~simulator.interference.ResidencySharing` (``bw_capacity``,
-``tc_capacity``). A kernel without a known geometry (the trace path gives it to GEMM kernels only: their
-blocks keep an SM's issue slots busy; other kernels' blocks mostly wait on memory) takes its ``sm`` demand as
-its spread and counts as light, never packed.
+A kernel whose blocks find no SM waits (rate 0) until SMs free up. Light kernels that are not packed have blocks
+that retire and are replaced while they run, so they share the SMs no full-SM block holds max-min fairly by their
+spreads (two kernels spread over the whole GPU each run at half speed). Under those SM caps, HBM bandwidth and
+the tensor rate are shared max-min fairly as in :class:`~simulator.interference.ResidencySharing`
+(``bw_capacity``, ``tc_capacity``). A kernel without a known geometry (the trace path gives it to GEMM kernels
+only: their blocks keep an SM's issue slots busy; other kernels' blocks mostly wait on memory) takes its ``sm``
+demand as its spread and counts as light, never packed.
 
 The engine places each kernel once, when it starts (:class:`~simulator.sharing.PlacingModel`). Because a
 packed kernel keeps its cap after the kernels that crowded it end, two kernels overlapped can take longer than
@@ -78,12 +80,17 @@ class PlacementSharing:
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
         """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
         the kernels before them leave), then bandwidth and tensor rate shared under those caps."""
-        caps = [cap for _, cap in self._settle(placements)]
+        settled = self._settle(placements)
+        caps = [cap for _, cap in settled]
         if len(demands) < 2:
             return caps
         bws = [d[1] for d in demands]
         offered = 1.0 + (self.bw_capacity - 1.0) * min(1.0, sum(bws) - max(bws))
-        return capped_fill(demands, caps, (offered, self.tc_capacity))
+        # light blocks that are not packed turn over: they share the SMs no full-SM block holds, max-min fairly
+        shared = [(0.0 if now.full or now.packed_cap is not None else now.spread, d[1], d[2])
+                  for (now, _), d in zip(settled, demands, strict=True)]
+        room = self._room([now for now, _ in settled if now.full], False)
+        return capped_fill(shared, caps, (room, offered, self.tc_capacity), first=0)
 
     def _settle(self, placements: Sequence[Placed]) -> list[tuple[Placed, float]]:
         """Each kernel's placement now and its SM cap, in start order: a packed kernel keeps its SMs and cap; the

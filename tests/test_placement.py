@@ -61,6 +61,15 @@ def test_kernels_without_geometry_take_their_sm_demand_as_spread():
     assert times(r)["e"] == pytest.approx((0, 20 + 20 - 20 * (36 / 132) / 0.5))
 
 
+def test_light_kernels_that_turn_over_share_the_sms_fairly():
+    """Two kernels without geometry, spreads 0.6 and 0.8 (no full-SM block): together they ask 1.4 of the SMs,
+    so both run at 1 / 1.4 until a (10 µs) ends at 14; b has done 10 of its 20 and ends at 24."""
+    ops = [launch("a", "main", 10, sm=0.6, bw=0.0, tc=0.0), launch("b", "aux", 20, sm=0.8, bw=0.0, tc=0.0)]
+    got = times(simulate(program(ops), SHARING))
+    assert got["a"] == pytest.approx((0, 14))
+    assert got["b"] == pytest.approx((0, 24))
+
+
 def test_placement_for_takes_the_profile_gpu_and_capacities():
     profile = load_profile("h200")
     sharing = placement_for(profile)
