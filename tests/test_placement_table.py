@@ -84,3 +84,27 @@ def test_contention_table_from_a_hand_made_run(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr("simulator.profile.Profile.hbm_bytes_per_us", property(lambda self: 4.0e6))
     [row] = [line for line in script.contention_markdown().splitlines() if line.startswith("| s ")]
     assert row == "| s (96) | 0.50 | 1.50 | 1.50 | 1.50 | 1.50 |"
+
+
+def test_prefill_table_from_a_hand_made_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Call 26's layout: one record per routing step at 1024 tokens; S 10, R 5, S|R 16 µs → overlap
+    1 − 16 / 15 = −7 %; the step's kernel 2.0 µs alone, 3.0 beside. A token count the run lacks: one error line."""
+    import gzip
+    import json
+
+    fields = ["name", "dur_us", "grid", "block"]
+    record = {"shared": "s", "router": "deepseek_v3", "tokens": 1024, "median_us": {"S": 10.0, "R": 5.0, "S|R": 16.0},
+              "kernels": {"fields": fields, "graphs": {"S": [[0, 9.0, [132, 1, 1], [384, 1, 1]]],
+                                                       "R": [[1, 2.0, [8, 1, 1], [128, 1, 1]]],
+                                                       "S|R": [[1, 3.0, [8, 1, 1], [128, 1, 1]]]}}}
+    for op in ("router", "topk", "softmax", "sort", "gather"):
+        (tmp_path / f"placement_probe_{op}_prefill.json.gz").write_bytes(
+            gzip.compress(json.dumps({"records": [record]}).encode()))
+    script = _script()
+    monkeypatch.setattr(script, "PROBE", tmp_path)
+    [row] = [line for line in script.prefill_markdown(1024).splitlines() if line.startswith("| s ")]
+    assert row == "| s (132) |" + " -7 % (2.0 → 3.0) |" * 5
+    assert script.main(["--prefill", "--tokens", "16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no placement-probe run at 16 tokens") and err.count("\n") == 1
