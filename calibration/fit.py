@@ -29,6 +29,7 @@ from calibration.fit_graph_corun import (
     pieces_of,
 )
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
+from calibration.fit_latency import LATENCY_OPS, memory_latency
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from simulator.decisions import score, verdict
@@ -369,7 +370,9 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
 def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: Sequence[str] = ()) -> Profile:
     """The graph fork/join cost (``host.graph_join_us``) and the sharing form fitted on the decode-regime
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
-    S|RG pairs, no layer-level gain in any fit); then the decisions it makes on the folder's bench runs."""
+    S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load where the
+    folder has the placement probe's runs (``calibration.fit_latency``); then the decisions it makes on the
+    folder's bench runs."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
     if not path.exists():
         raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
@@ -405,6 +408,11 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
                   f"points); no layer-level gain enters the fit"}
     doc["fit"]["interference_graph"] = forms["comparison"]
     doc["measurements"] = [*doc["measurements"], _rel(path)]
+    probe = folder / "placement_probe"
+    if all((probe / f"placement_probe_{op}.json.gz").is_file() for op in LATENCY_OPS):
+        say("reading the latency-bound kernels' slowdown under HBM load from the placement probe")
+        doc["memory_latency"] = memory_latency(probe, profile.hbm_bytes_per_us, _rel(probe))
+        doc["measurements"] += [_rel(probe / f"placement_probe_{op}.json.gz") for op in LATENCY_OPS]
     profile = Profile.model_validate(doc)
     runs = sorted(p.parent for p in folder.glob("*/cases.json"))
     if runs:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.interference import capped_fill
-from simulator.profile import Profile
+from simulator.profile import MemoryLatency, Profile
 from simulator.sharing import Demand
 
 
@@ -45,6 +45,7 @@ class Placed:
     touched: float
     full: bool
     packed_cap: float | None
+    latency_bound: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,7 @@ class PlacementSharing:
     sm_count: int = 132
     bw_capacity: float = 1.0
     tc_capacity: float = 1.0
+    memory_latency: MemoryLatency | None = None
 
     def rates(self, demands: Sequence[Demand]) -> list[float]:
         """Rates without placements (no geometry known): each kernel placed in turn, in start order."""
@@ -64,16 +66,17 @@ class PlacementSharing:
 
     def place(self, running: Sequence[Placed], demand: Demand, geometry: tuple[int, int] | None) -> Placed:
         """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM)."""
-        if geometry is None:
-            spread, full, capacity = min(1.0, max(demand[0], 0.0)), False, None
-        else:
-            blocks, per_sm = geometry
-            spread, full = min(blocks, self.sm_count) / self.sm_count, per_sm == 1
-            capacity = blocks / (per_sm * self.sm_count)  # SMs its blocks need when packed
+        if geometry is None:  # light, never packed; taken as latency-bound (its blocks mostly wait on memory)
+            spread = min(1.0, max(demand[0], 0.0))
+            room = self._room([now for now, _ in self._settle(running)], False)
+            return Placed(spread, min(spread, room), False, None, latency_bound=True)
+        blocks, per_sm = geometry
+        spread, full = min(blocks, self.sm_count) / self.sm_count, per_sm == 1
+        capacity = blocks / (per_sm * self.sm_count)  # SMs its blocks need when packed
         room = self._room([now for now, _ in self._settle(running)], full)
         if spread <= room + 1e-12:
             return Placed(spread, spread, full, None)
-        if not full and capacity is not None and room > 0 and capacity <= room + 1e-12:
+        if not full and room > 0 and capacity <= room + 1e-12:
             return Placed(spread, room, full, room / spread)
         return Placed(spread, room, full, None)
 
@@ -90,7 +93,13 @@ class PlacementSharing:
         shared = [(0.0 if now.full or now.packed_cap is not None else now.spread, d[1], d[2])
                   for (now, _), d in zip(settled, demands, strict=True)]
         room = self._room([now for now, _ in settled if now.full], False)
-        return capped_fill(shared, caps, (room, offered, self.tc_capacity), first=0)
+        rates = capped_fill(shared, caps, (room, offered, self.tc_capacity), first=0)
+        if self.memory_latency is None:
+            return rates
+        # latency-bound kernels wait longer on memory the more HBM the others draw (the measured curve)
+        drawn = sum(d[1] * r for d, r in zip(demands, rates, strict=True))
+        return [r / self.memory_latency.slowdown(min(1.0, drawn - d[1] * r)) if now.latency_bound else r
+                for r, d, (now, _) in zip(rates, demands, settled, strict=True)]
 
     def _settle(self, placements: Sequence[Placed]) -> list[tuple[Placed, float]]:
         """Each kernel's placement now and its SM cap, in start order: a packed kernel keeps its SMs and cap; the
@@ -102,7 +111,7 @@ class PlacementSharing:
                 continue
             room = self._room([now for now, _ in out], p.full)
             cap = 1.0 if p.spread <= room + 1e-12 else room / p.spread if p.spread else 1.0
-            out.append((Placed(p.spread, min(p.spread, room), p.full, None), cap))
+            out.append((Placed(p.spread, min(p.spread, room), p.full, None, p.latency_bound), cap))
         return out
 
     @staticmethod
@@ -118,4 +127,4 @@ def placement_for(profile: Profile) -> PlacementSharing:
     profile's co-run fit (1, i.e. ideal, where its form has none)."""
     params = profile.interference.params
     return PlacementSharing(sm_count=profile.hardware.sm_count, bw_capacity=params.get("bw_capacity", 1.0),
-                            tc_capacity=params.get("tc_capacity", 1.0))
+                            tc_capacity=params.get("tc_capacity", 1.0), memory_latency=profile.memory_latency)

@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from simulator.errors import InputError, describe_validation_error
 from simulator.ir import HostCosts
@@ -161,6 +161,32 @@ class Link(_Model):
     topology: str | None = None
 
 
+class MemoryLatency(_Model):
+    """How much slower a latency-bound kernel runs while other kernels draw a share of HBM: measured points
+    (HBM utilisation by the others, as a fraction of the ceiling; slowdown ≥ 1), linear between them, 1 at 0 and
+    flat past the last."""
+
+    points: list[tuple[float, float]] = Field(min_length=1)
+    source: str = Field(min_length=1)
+
+    @field_validator("points")
+    @classmethod
+    def _ordered(cls, points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        shares = [u for u, _ in points]
+        if shares != sorted(shares) or not all(0.0 <= u <= 1.0 and s >= 1.0 for u, s in points):
+            raise ValueError("points are (HBM share in [0, 1], slowdown >= 1) in order of the share")
+        return points
+
+    def slowdown(self, share: float) -> float:
+        """The slowdown at ``share`` of HBM drawn by the others."""
+        prev_u, prev_s = 0.0, 1.0
+        for u, s in self.points:
+            if share <= u:
+                return prev_s + (s - prev_s) * (share - prev_u) / (u - prev_u) if u > prev_u else s
+            prev_u, prev_s = u, s
+        return prev_s
+
+
 class Profile(_Model):
     name: str = Field(min_length=1)
     provenance: Literal["calibrated", "datasheet"]
@@ -172,6 +198,9 @@ class Profile(_Model):
     kernel_families: dict[str, KernelFamily]
     kernel_tables: dict[str, KernelTable] = {}
     interference: Interference
+    memory_latency: MemoryLatency | None = Field(
+        None, description="latency-bound kernels' slowdown under the others' HBM load (block placement uses it); "
+                          "absent: not measured on this GPU")
     link: Link
     measurements: list[str] = []
     fit: dict[str, Any] = {}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from simulator.engine import simulate
 from simulator.placement import PlacementSharing, placement_for
-from simulator.profile import load_profile
+from simulator.profile import MemoryLatency, load_profile
 from tests.helpers_programs import launch, program, times
 
 SHARING = PlacementSharing(sm_count=132)
@@ -70,11 +70,36 @@ def test_light_kernels_that_turn_over_share_the_sms_fairly():
     assert got["b"] == pytest.approx((0, 24))
 
 
+def test_latency_bound_kernels_slow_with_the_hbm_the_others_draw():
+    """S (96 full-SM blocks) draws 0.8 of HBM; e (no geometry: latency-bound) runs beside it. With the curve
+    (0.4 → 1.0, 0.8 → 2.0), e runs at half speed: its 5 µs end at 10. Alone afterwards it would run at 1."""
+    curve = MemoryLatency(points=[(0.4, 1.0), (0.8, 2.0)], source="hand-made")
+    sharing = PlacementSharing(sm_count=132, memory_latency=curve)
+    ops = [launch("S", "main", 20, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1),
+           launch("e", "aux", 5, sm=0.01, bw=0.0, tc=0.0)]
+    got = times(simulate(program(ops), sharing))
+    assert got["e"] == pytest.approx((0, 10))
+    assert got["S"] == pytest.approx((0, 20))
+
+
+def test_memory_latency_curve():
+    curve = MemoryLatency(points=[(0.4, 1.1), (0.8, 2.0)], source="hand-made")
+    assert curve.slowdown(0.0) == 1.0
+    assert curve.slowdown(0.2) == pytest.approx(1.05)
+    assert curve.slowdown(0.6) == pytest.approx(1.55)
+    assert curve.slowdown(1.0) == 2.0
+    with pytest.raises(ValueError):
+        MemoryLatency(points=[(0.8, 2.0), (0.4, 1.1)], source="out of order")
+    with pytest.raises(ValueError):
+        MemoryLatency(points=[(0.4, 0.9)], source="a speed-up")
+
+
 def test_placement_for_takes_the_profile_gpu_and_capacities():
     profile = load_profile("h200")
     sharing = placement_for(profile)
     assert sharing.sm_count == profile.hardware.sm_count
     assert sharing.bw_capacity == profile.interference.params["bw_capacity"]
+    assert sharing.memory_latency == profile.memory_latency
 
 
 kernels = st.lists(st.tuples(st.sampled_from(["main", "aux"]), st.floats(0.5, 50.0), st.integers(1, 400),

@@ -128,9 +128,13 @@ class WhatIf:
 
     def _sharing_source(self) -> str:
         if self.sharing == "placement":
+            latency = self.profile.memory_latency
             return (f"block placement on {self.profile.hardware.sm_count} SMs from the traced GEMM kernels' grids and "
-                    f"occupancy (simulator.placement); bandwidth and tensor-rate capacities from "
-                    f"{self.profile.name}'s co-run fit: {self.profile.interference.source}")
+                    f"occupancy (simulator.placement); the other kernels slowed under the HBM load by "
+                    + (f"{self.profile.name}'s memory_latency ({latency.source})" if latency is not None else
+                       f"nothing ({self.profile.name} has no measured memory_latency)")
+                    + f"; bandwidth and tensor-rate capacities from {self.profile.name}'s co-run fit: "
+                    f"{self.profile.interference.source}")
         return self.profile.interference.source
 
     def _host_source(self) -> str:

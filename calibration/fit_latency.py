@@ -1,0 +1,91 @@
+"""Latency-bound kernels' slowdown under the others' HBM load, from the placement probe (calls 22–23).
+
+``python -m calibration.microbench.placement_probe --op topk|softmax|sort|gather`` ran each of the routing
+chain's latency-bound kernels beside shared-expert GEMMs of several shapes inside CUDA graphs. Per shared GEMM,
+its HBM share is its weight bytes over its solo kernel time against the profile's HBM ceiling, and the slowdown
+is the routing kernel's time beside it over its time alone (profiled replays), median over the four kernels,
+the presets' sizes and the token counts. :func:`latency_curve` orders those points by the share and makes them
+non-decreasing (a kernel does not speed up as the load grows); the profile keeps them as ``memory_latency``.
+Nothing here is fitted: the points are the medians.
+
+The readers of a probe run live here too (``benchmarks/placement_table.py`` prints the same runs).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError
+
+LATENCY_OPS = ("topk", "softmax", "sort", "gather")
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    """The records of one probe run (``placement_probe*.json.gz``)."""
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (a placement_probe run)")
+    return json.loads(gzip.decompress(path.read_bytes()))["records"]
+
+
+def graph_kernels(record: dict[str, Any], graph: str) -> list[dict[str, Any]]:
+    """The profiled kernels of one of the record's graphs (``S``, ``R``, ``S|R``), each as a field dict."""
+    kernels = record["kernels"]
+    return [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get(graph, [])]
+
+
+def shared_gemm(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The shared GEMM's kernel: the longest kernel of the profiled ``S`` graph."""
+    rows = graph_kernels(record, "S")
+    return max(rows, key=lambda r: r["dur_us"]) if rows else None
+
+
+def main_kernel(record: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
+    """The ``R`` step's longest kernel (its first instance), and its median duration alone (``R``) and beside
+    the shared GEMM (``S|R``), matched by name."""
+    alone = graph_kernels(record, "R")
+    kernel = max(alone, key=lambda r: r["dur_us"])
+    solo = statistics.median(r["dur_us"] for r in alone if r["name"] == kernel["name"])
+    beside = statistics.median(r["dur_us"] for r in graph_kernels(record, "S|R") if r["name"] == kernel["name"])
+    return kernel, solo, beside
+
+
+def hbm_share(record: dict[str, Any], gemm: dict[str, Any], hbm_bytes_per_us: float) -> float:
+    """The shared GEMM's share of the HBM ceiling: its bf16 weight bytes (N × K × 2) over its solo kernel time."""
+    return record["N"] * record["K"] * 2 / gemm["dur_us"] / hbm_bytes_per_us
+
+
+def latency_curve(probe: Path, hbm_bytes_per_us: float) -> list[tuple[float, float]]:
+    """(HBM share of the shared GEMM, median slowdown of the latency-bound kernels beside it) per shared GEMM,
+    in order of the share, the slowdowns made non-decreasing."""
+    by_shared: dict[str, tuple[list[float], list[float]]] = {}
+    for op in LATENCY_OPS:
+        for record in records(probe / f"placement_probe_{op}.json.gz"):
+            gemm = shared_gemm(record)
+            if gemm is None:
+                continue
+            _, solo, beside = main_kernel(record)
+            shares, slowdowns = by_shared.setdefault(record["shared"], ([], []))
+            shares.append(hbm_share(record, gemm, hbm_bytes_per_us))
+            slowdowns.append(beside / solo)
+    points, top = [], 1.0
+    for share, slowdown in sorted((statistics.median(s), statistics.median(w)) for s, w in by_shared.values()):
+        top = max(top, slowdown)
+        points.append((round(min(share, 1.0), 4), round(top, 4)))
+    if not points:
+        raise InputError(f"{probe}: no latency-bound kernel runs of the placement probe")
+    return points
+
+
+def memory_latency(probe: Path, hbm_bytes_per_us: float, where: str) -> dict[str, Any]:
+    """The profile's ``memory_latency`` document from the probe runs under ``probe`` (``where``: how the
+    source names them)."""
+    points = latency_curve(probe, hbm_bytes_per_us)
+    return {"points": points,
+            "source": f"measured: the placement probe's latency-bound routing kernels (top-k, softmax, sort, gather) "
+                      f"beside {len(points)} shared-expert GEMMs inside CUDA graphs ({where}); per GEMM its HBM share "
+                      "(weight bytes / solo time / the HBM ceiling) and the kernels' median time beside it / alone, "
+                      "made non-decreasing; nothing fitted"}
