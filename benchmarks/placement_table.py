@@ -23,14 +23,13 @@ pair's overlap.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import math
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
+from calibration.fit_latency import LATENCY_OPS, hbm_share, main_kernel, records, shared_gemm
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.demand import resident_blocks
 from simulator.kineto.events import DeviceProps, GpuOp
@@ -41,25 +40,6 @@ H200 = DeviceProps(id=0, name="NVIDIA H200", num_sms=132, max_threads_per_sm=204
 SM_COUNT = H200.num_sms
 PROBE = Path("calibration/measurements/h200/2026-12-03/placement_probe")
 RUNS = {"fp32": PROBE / "placement_probe_fp32.json.gz", "bf16": PROBE / "placement_probe_bf16.json.gz"}
-LATENCY_OPS = ("topk", "softmax", "sort", "gather")
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    if not path.is_file():
-        raise InputError(f"{path}: no such file (a placement_probe run)")
-    return json.loads(gzip.decompress(path.read_bytes()))["records"]
-
-
-def graph_kernels(record: dict[str, Any], graph: str) -> list[dict[str, Any]]:
-    """The profiled kernels of one of the record's graphs (``S``, ``R``, ``S|R``), each as a field dict."""
-    kernels = record["kernels"]
-    return [dict(zip(kernels["fields"], row, strict=True)) for row in kernels["graphs"].get(graph, [])]
-
-
-def shared_gemm(record: dict[str, Any]) -> dict[str, Any] | None:
-    """The shared GEMM's kernel: the longest kernel of the profiled ``S`` graph."""
-    rows = graph_kernels(record, "S")
-    return max(rows, key=lambda r: r["dur_us"]) if rows else None
 
 
 def shared_blocks(record: dict[str, Any]) -> int | None:
@@ -74,16 +54,6 @@ def blocks_per_sm(kernel: dict[str, Any]) -> int:
                block=tuple(kernel["block"]), regs=kernel.get("registers per thread"),
                smem=kernel.get("shared memory"))
     return resident_blocks(op, H200) or 1
-
-
-def main_kernel(record: dict[str, Any]) -> tuple[dict[str, Any], float, float]:
-    """The ``R`` step's longest kernel (its first instance), and its median duration alone (``R``) and beside
-    the shared GEMM (``S|R``), matched by name."""
-    alone = graph_kernels(record, "R")
-    kernel = max(alone, key=lambda r: r["dur_us"])
-    solo = statistics.median(r["dur_us"] for r in alone if r["name"] == kernel["name"])
-    beside = statistics.median(r["dur_us"] for r in graph_kernels(record, "S|R") if r["name"] == kernel["name"])
-    return kernel, solo, beside
 
 
 def router_times(record: dict[str, Any]) -> tuple[int, int, float, float]:
@@ -192,8 +162,7 @@ def contention_markdown() -> str:
             if gemm is None or held is None or held >= 128:
                 continue
             _, solo, beside = main_kernel(record)
-            share.setdefault(record["shared"], (held, []))[1].append(record["N"] * record["K"] * 2 / gemm["dur_us"]
-                                                                     / hbm)
+            share.setdefault(record["shared"], (held, []))[1].append(hbm_share(record, gemm, hbm))
             by_shared.setdefault(record["shared"], {}).setdefault(op, []).append(beside / solo)
     for name in sorted(share, key=lambda n: statistics.median(share[n][1])):
         held, shares = share[name]
