@@ -148,7 +148,8 @@ def _whatif_graph_traces(run: str, sharing: str = "profile") -> str:
 
 
 def _graph_traces_cmd(run: str, sharing: str) -> str:
-    return f"python benchmarks/whatif_graph_traces.py {run}" + ("" if sharing == "profile" else f" --sharing {sharing}")
+    flag = "" if sharing == "placement" else f" --sharing {sharing}"
+    return f"python benchmarks/whatif_graph_traces.py {run}{flag}"
 
 
 def _sharing_forms() -> str:

@@ -52,7 +52,7 @@ from tqdm import tqdm
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.kineto.replay import run_whatif  # noqa: E402
+from simulator.kineto.replay import run_whatif, sharing_label  # noqa: E402
 
 REGION = "moe.shared_experts"
 TARGETS = {"graph": (0.015, 0.05), "eager": (0.03, 0.08)}  # median, worst
@@ -121,7 +121,7 @@ def sources_of(folder: Path, run: str | None) -> tuple[Path, Path]:
 
 
 def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations: str,
-             graph_durations: str = "graph", sharing: str = "profile") -> tuple[list[dict], dict[str, str]]:
+             graph_durations: str = "graph", sharing: str = "placement") -> tuple[list[dict], dict[str, str]]:
     real, rerun = sources_of(folder, run)
     eager_cases = rerun / "cases.json"
     records = {"graph": _cases(real / "cases.json", "graph"), "eager": _cases(eager_cases, "eager")}
@@ -154,8 +154,7 @@ def evaluate(folder: Path, run: str | None, profile: str | None, eager_durations
                 "host_scale": r.host_scale, "durations": "graph trace" if overlay else "as traced",
                 "baseline_us": base, "whatif_us": whatif, "raw_us": whatif, "anchored_us": seq * whatif / base,
                 "nochange_us": seq, "gain_measured": (seq - ms) / seq, "gain_predicted": 1 - whatif / base,
-                "profile": r.profile.describe() + ("; sharing: block placement (--sharing placement)"
-                                                   if sharing == "placement" else ""),
+                "profile": r.profile.describe() + sharing_label(sharing),
             })
     return rows, sources
 
@@ -262,7 +261,7 @@ def markdown(folder: Path, rows: list[dict], sums: list[dict], checks: list[dict
 
 
 def results_for(folder: Path, runs: list[str] | None, profile: str | None, eager_durations: str = "traced",
-                graph_durations: str = "graph", with_sanity: bool = True, sharing: str = "profile") -> list[dict]:
+                graph_durations: str = "graph", with_sanity: bool = True, sharing: str = "placement") -> list[dict]:
     """One result per run (``None``: ``kernels_real`` with its eager re-run), then a pooled one when there are
     several: rows, summaries, sanity checks and sources (the ``--json`` document)."""
     results = []
@@ -339,8 +338,8 @@ def main() -> int:
     parser.add_argument("--graph-durations", choices=("graph", "traced"), default="graph",
                         help="graph-mode kernel durations: from the graph trace (default) or as in the eager trace")
     parser.add_argument("--no-sanity", action="store_true", help="skip the as-traced replay of every trace")
-    parser.add_argument("--sharing", choices=("profile", "placement"), default="profile",
-                        help="the what-if's sharing model (moesim whatif trace --sharing; default: the profile's)")
+    parser.add_argument("--sharing", choices=("placement", "profile"), default="placement",
+                        help="the what-if's sharing model (moesim whatif trace --sharing; default: placement)")
     parser.add_argument("--json", action="store_true", help="machine-readable output (default: markdown)")
     args = parser.parse_args()
     folder = (args.folder or _latest()).resolve()

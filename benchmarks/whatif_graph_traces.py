@@ -8,7 +8,8 @@ last op (the shared-output add), ``--launch graph``, the profile matched to the 
 to these runs: the table compares the predicted multi_stream gain with the measured one (medians of
 interleaved replays, ``cases.json``).
 
-``--sharing placement`` asks the what-if with block placement (``moesim whatif trace --sharing placement``).
+The what-if runs with block placement, ``moesim whatif trace``'s default; ``--sharing profile`` asks it with the
+profile's fitted sharing form instead.
 
     PYTHONPATH=. python benchmarks/whatif_graph_traces.py calibration/measurements/h200/2026-12-03/layer_traces
 """
@@ -27,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import layer_overlap as lo
 
 from simulator.errors import InputError, print_or_fail
-from simulator.kineto.replay import run_whatif
+from simulator.kineto.replay import run_whatif, sharing_label
 
 DEFAULT_RUN = lo.DEFAULT_RUN
 
@@ -61,7 +62,7 @@ def aux_positions(sequential: list[lo.Kernel], multi_stream: list[lo.Kernel]) ->
     return [i for i, key in enumerate(keys[:-1]) if key in on_aux]
 
 
-def points(run: Path, sharing: str = "profile") -> list[Point]:
+def points(run: Path, sharing: str = "placement") -> list[Point]:
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
     cases_path = run / "cases.json"
@@ -84,8 +85,7 @@ def points(run: Path, sharing: str = "profile") -> list[Point]:
                             join_after_kernel=str(len(seq_layer) - 2), sharing=sharing)
         out.append(Point(preset, tokens, spec, 1 - ms_case["median_us"] / seq_case["median_us"],
                          1 - (result.whatif_layer_us or 0.0) / result.baseline_layer_us,
-                         result.profile.describe() + ("; sharing: block placement (--sharing placement)"
-                                                      if sharing == "placement" else "")))
+                         result.profile.describe() + sharing_label(sharing)))
     if not out:
         raise InputError(f"{run}: no point with sequential and multi_stream graph traces and timings")
     return out
@@ -107,8 +107,8 @@ def markdown(found: list[Point]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run", nargs="?", type=Path, default=DEFAULT_RUN, help=f"bench run folder (default {DEFAULT_RUN})")
-    ap.add_argument("--sharing", choices=("profile", "placement"), default="profile",
-                    help="the what-if's sharing model (moesim whatif trace --sharing; default: the profile's)")
+    ap.add_argument("--sharing", choices=("placement", "profile"), default="placement",
+                    help="the what-if's sharing model (moesim whatif trace --sharing; default: placement)")
     args = ap.parse_args(argv)
     return print_or_fail(lambda: markdown(points(args.run, args.sharing)))
 

@@ -60,24 +60,20 @@ def _whatif(capsys, *extra: str) -> tuple[int, str, str]:
 
 def test_sharing_placement_packs_the_fp32_router_beside_the_shared_experts(capsys) -> None:
     """DeepSeek-V3 at 2 tokens: the fp32 router GEMM's 112 light blocks land on the SMs the shared experts' 96
-    full-SM blocks leave and stay packed there, so block placement predicts less gain than the profile's
-    residency form; the JSON says which sharing ran."""
-    code, out, _ = _whatif(capsys)
+    full-SM blocks leave and stay packed there, so block placement (the default) predicts less gain than the
+    profile's residency form; the JSON says which sharing ran."""
+    code, out, _ = _whatif(capsys, "--sharing", "profile")
     assert code == 0
     residency = json.loads(out)
-    code, out, _ = _whatif(capsys, "--sharing", "placement")
+    code, out, _ = _whatif(capsys)
     assert code == 0
     placed = json.loads(out)
     assert (residency["sharing_form"], placed["sharing_form"]) == ("profile", "placement")
-    assert "block placement" in placed["sources"]["sharing"]
+    assert "block placement" in placed["sources"]["sharing"] and "memory_latency" in placed["sources"]["sharing"]
     assert placed["baseline_per_layer_us"] == pytest.approx(residency["baseline_per_layer_us"], rel=0.05)
     assert placed["gain"] < residency["gain"]
 
 
-def test_sharing_placement_is_one_trace_at_a_time(capsys) -> None:
-    from tests.test_cli_hardening import moesim
-
-    trace = str(LAYER_TRACES / "deepseek_v3_t2_sequential_graph.json.gz")
-    code, out, err = moesim(["whatif", "trace", trace, trace, "--aux-region", "x", "--sharing", "placement"], capsys)
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and "--sharing placement" in err and "Traceback" not in err
+def test_an_unknown_sharing_is_a_usage_error(capsys) -> None:
+    code, out, err = _whatif(capsys, "--sharing", "fluid")
+    assert code == 2 and out == "" and "--sharing" in err and "Traceback" not in err

@@ -81,6 +81,7 @@ def test_two_ranks_gain_when_all_move_the_shared_experts(tmp_path: Path) -> None
     assert [r["clock_offset_us"] for r in out["ranks"]] == pytest.approx([0.0, 0.0])
     assert out["step_baseline_us"] == pytest.approx(158.5) and out["step_whatif_us"] == pytest.approx(112.0)
     assert out["step_gain"] == pytest.approx(1 - 112.0 / 158.5, abs=1e-5) and out["collectives"] == 2
+    assert out["sharing_form"] == "placement"
 
 
 def test_ranks_on_other_clocks_and_mismatched_collectives(tmp_path: Path,

@@ -83,11 +83,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "position (e.g. the CUDA-graph run's trace for --launch graph)")
     t.add_argument("--device", type=int, help="GPU to replay (default: the one with the most GPU work)")
     t.add_argument("--thread", type=int, help="host thread id to replay (default: the busiest launcher)")
-    t.add_argument("--sharing", choices=("profile", "placement"), default="profile",
-                   help="how overlapping kernels share the GPU: profile (default), the profile's fitted co-run form; "
-                        "placement, block placement from the traced GEMM kernels' grids and occupancy (their blocks "
-                        "wait for free SMs or are packed where they land and stay: the decode regime's router GEMM "
-                        "beside the shared experts; calibration/VALIDATION.md compares the two)")
+    t.add_argument("--sharing", choices=("placement", "profile"), default="placement",
+                   help="how overlapping kernels share the GPU: placement (default), block placement from the traced "
+                        "GEMM kernels' grids and occupancy (their blocks wait for free SMs, or are packed where they "
+                        "land and stay: the decode regime's router GEMM beside the shared experts), the other kernels "
+                        "slowed by the profile's measured memory latency under load; profile, the profile's fitted "
+                        "co-run form (the default until 2026-12-03; calibration/VALIDATION.md compares the two)")
     t.add_argument("--json", action="store_true", help="print machine-readable JSON")
     t.add_argument("--trace-out", metavar="F",
                    help="write the predicted (what-if) timeline as Perfetto JSON, on the trace's clock")
@@ -136,14 +137,12 @@ def _ranks(args: argparse.Namespace) -> int:
     given = [flag for flag, value in (("--durations-from", args.durations_from), ("--measured-us", args.measured_us),
                                       ("--aux-kernels", args.aux_kernels), ("--trace-out", args.trace_out),
                                       ("--list-modules", args.list_modules), ("--device", args.device),
-                                      ("--thread", args.thread),
-                                      ("--sharing placement", args.sharing == "placement" or None))
-             if value not in (None, False)]
+                                      ("--thread", args.thread)) if value not in (None, False)]
     if given:
         raise InputError(f"{', '.join(given)}: one trace at a time (not with several ranks)")
     out = run_ranks(args.trace, args.aux_region, module=args.aux_module, join_after=args.join_after,
                     join_after_module=args.join_after_module, serialize_aux=args.serialize_aux, launch=args.launch,
-                    profile=args.profile)
+                    profile=args.profile, sharing=args.sharing)
     if args.json:
         print(dumps(out))
         return 0

@@ -24,11 +24,12 @@ from simulator.errors import InputError
 from simulator.ir import gc_paused
 from simulator.kineto.comm import PEERS, mark_comm
 from simulator.kineto.program import HostTrace, Item, LaunchMode, compile_program, drop_operators
-from simulator.kineto.replay import gpu_span, load_host, selectors
+from simulator.kineto.replay import SharingForm, gpu_span, load_host, selectors, sharing_model
 from simulator.kineto.whatif import move_region
 from simulator.kineto.whatif import serialize_aux as serialize_aux_streams
 from simulator.profile import Profile
 from simulator.result import SimResult
+from simulator.sharing import SharingModel
 
 ROUNDS = 100
 
@@ -44,9 +45,10 @@ class Rank:
 
 def run_ranks(paths: list[str | Path], region: str | None = None, *, module: str | None = None,
               join_after: str | None = None, join_after_module: str | None = None, serialize_aux: bool = False,
-              launch: LaunchMode = "as-traced", profile: str | None = None, progress: bool = True) -> dict[str, Any]:
+              launch: LaunchMode = "as-traced", profile: str | None = None, progress: bool = True,
+              sharing: SharingForm = "placement") -> dict[str, Any]:
     """Per rank and for the step (the slowest rank): the baseline span and, when something is selected, the
-    what-if's; the collectives aligned across ranks."""
+    what-if's; the collectives aligned across ranks. ``sharing`` as in ``run_whatif``."""
     what, join = selectors(region, module, join_after, join_after_module)
     with gc_paused():
         prof: Profile | None = None
@@ -61,9 +63,10 @@ def run_ranks(paths: list[str | Path], region: str | None = None, *, module: str
             ranks.append(Rank(str(path), host, host.items, move.items if move is not None else None, 0.0))
         assert prof is not None
         _align(ranks)
-        base, base_rounds = _replay(ranks, [r.items for r in ranks], prof, launch, "baseline", progress)
-        whatif, what_rounds = (_replay(ranks, [r.moved or [] for r in ranks], prof, launch, "what-if", progress)
-                               if ranks[0].moved is not None else (None, 0))
+        model = sharing_model(prof, sharing)
+        base, base_rounds = _replay(ranks, [r.items for r in ranks], prof, launch, "baseline", progress, model)
+        whatif, what_rounds = (_replay(ranks, [r.moved or [] for r in ranks], prof, launch, "what-if", progress,
+                                       model) if ranks[0].moved is not None else (None, 0))
     rows = []
     for n, rank in enumerate(ranks):
         rows.append({"trace": rank.path, "measured_us": round(rank.host.measured_us, 3),
@@ -76,7 +79,7 @@ def run_ranks(paths: list[str | Path], region: str | None = None, *, module: str
             "step_gain": None if step_what is None or step_base <= 0 else round(1 - step_what / step_base, 5),
             "collectives": _count(ranks[0].items), "rounds": {"baseline": base_rounds, "whatif": what_rounds},
             "selected": None if what is None else what.text, "serialize_aux": serialize_aux, "launch": launch,
-            "profile": prof.describe(),
+            "profile": prof.describe(), "sharing_form": sharing,
             "note": "each rank's collectives end when the last rank arrives there plus a transfer time from the "
                     "profile's link figures; no multi-GPU trace was measured to check this"}
 
@@ -103,7 +106,7 @@ def _align(ranks: list[Rank]) -> None:
 
 
 def _replay(ranks: list[Rank], programs: list[list[Item]], profile: Profile, launch: LaunchMode, label: str,
-            progress: bool) -> tuple[list[SimResult], int]:
+            progress: bool, sharing: SharingModel) -> tuple[list[SimResult], int]:
     """Every rank replayed with collective bounds from all ranks' arrivals, repeated until they settle (a bar
     on stderr counts the rounds, on a terminal)."""
     bounds: list[float] = [float("-inf")] * _count(programs[0])
@@ -113,8 +116,7 @@ def _replay(ranks: list[Rank], programs: list[list[Item]], profile: Profile, lau
         for rank, items in zip(ranks, programs, strict=True):
             anchor = _anchor(rank.host, profile, launch)
             local = [b - anchor - rank.offset_us for b in bounds]
-            result = simulate(compile_program(rank.host, items, profile, launch, comm_bounds=local),
-                              profile.sharing_model())
+            result = simulate(compile_program(rank.host, items, profile, launch, comm_bounds=local), sharing)
             results.append(result)
             arrivals.append([run.start_us + anchor + rank.offset_us for run in _comm_runs(result, items)])
         transfer = [item.transfer_us or 0.0 for item in programs[0] if item.transfer_us is not None]

@@ -57,7 +57,7 @@ class WhatIf:
     measured_layer_us: float | None = None
     serialized: bool = False
     kernels: str | None = None  # --aux-kernels, as given
-    sharing: SharingForm = "profile"  # how overlapping kernels share the GPU (see run_whatif)
+    sharing: SharingForm = "placement"  # how overlapping kernels share the GPU (see run_whatif)
 
     @property
     def region(self) -> str | None:
@@ -227,12 +227,12 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
                device: int | None = None, thread: int | None = None, durations_from: str | Path | None = None,
                host_scale: float = 1.0, measured_layer_us: float | None = None, serialize_aux: bool = False,
                aux_kernels: str | None = None, join_after_kernel: str | None = None, progress: bool = True,
-               sharing: SharingForm = "profile") -> WhatIf:
+               sharing: SharingForm = "placement") -> WhatIf:
     """Import ``path``, replay it under ``launch`` and, when ``region`` (a ``record_function`` range) or
     ``module`` (a module class path, :mod:`simulator.kineto.select`) is given, its aux-stream what-if, or with
     ``serialize_aux`` the reverse (every stream's work on the main stream; see :func:`_run_whatif`).
-    ``sharing``: how overlapping kernels share the GPU: ``profile``, the profile's fitted form; ``placement``,
-    block placement from each GEMM kernel's traced grid and occupancy (:mod:`simulator.placement`). Python's
+    ``sharing``: how overlapping kernels share the GPU: ``placement`` (default), block placement from each GEMM
+    kernel's traced grid and occupancy (:mod:`simulator.placement`); ``profile``, the profile's fitted form. Python's
     cyclic collector is paused throughout: the records are acyclic, and its passes over a heap of millions of
     them would make the time grow faster than the trace."""
     with gc_paused():
@@ -290,7 +290,7 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         move_region(host, what, prof, launch, join) if what is not None else \
         move_kernels(host, runs, joins, prof, launch) if runs is not None else None
     drop_operators(host.items, move.items if move is not None else [])
-    model = placement_for(prof) if sharing == "placement" else prof.sharing_model()
+    model = sharing_model(prof, sharing)
     if measured_layer_us is not None:
         host_scale, baseline = fit_host_scale(host, prof, measured_layer_us, layers, progress=progress,
                                               sharing=model)
@@ -319,6 +319,19 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes
     return report
+
+
+def sharing_model(profile: Profile, sharing: SharingForm) -> SharingModel:
+    """The engine's sharing model for ``sharing`` (``placement`` or ``profile``) on ``profile``'s GPU."""
+    if sharing not in ("placement", "profile"):
+        raise InputError(f"unknown sharing {sharing!r}; expected placement or profile")
+    return placement_for(profile) if sharing == "placement" else profile.sharing_model()
+
+
+def sharing_label(sharing: SharingForm) -> str:
+    """How tables name the sharing a what-if ran with (appended to the profile's description)."""
+    return "; sharing: block placement" if sharing == "placement" else \
+        "; sharing: the profile's fitted form (--sharing profile)"
 
 
 def replay_baseline(host: HostTrace, profile: Profile, launch: LaunchMode, host_scale: float,
