@@ -82,6 +82,15 @@ def test_latency_bound_kernels_slow_with_the_hbm_the_others_draw():
     assert got["S"] == pytest.approx((0, 20))
 
 
+def test_a_kernel_that_demands_nothing_keeps_its_traced_speed():
+    """A traced kernel that overlapped another stream in the trace gets no demand (its duration holds its
+    contention): beside S drawing 0.8 of HBM it is not slowed again by the latency curve."""
+    curve = MemoryLatency(points=[(0.4, 1.0), (0.8, 2.0)], source="hand-made")
+    ops = [launch("S", "main", 20, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1),
+           launch("c", "aux", 5, sm=0.0, bw=0.0, tc=0.0)]
+    assert times(simulate(program(ops), PlacementSharing(memory_latency=curve)))["c"] == pytest.approx((0, 5))
+
+
 def test_memory_latency_curve():
     curve = MemoryLatency(points=[(0.4, 1.1), (0.8, 2.0)], source="hand-made")
     assert curve.slowdown(0.0) == 1.0
