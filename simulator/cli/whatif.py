@@ -25,8 +25,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "and predict the span of GPU work\nwhen the kernels launched inside every selected module "
                     "call (--aux-module) or record_function range (--aux-region) run on an\naux stream (event "
                     "fork where it starts, join on the main stream before the next kernel outside it). Kernel "
-                    "durations\nand host timing come from the trace; added host calls, graph-replay costs and "
-                    "the sharing model from the profile.",
+                    "durations\nand host timing come from the trace; added host calls and graph-replay costs from the "
+                    "profile; overlapping kernels share\nthe GPU by block placement from the traced launch geometry "
+                    "(--sharing).",
         epilog="vLLM workflow (no code changes: its torch profiler records with_stack, so module calls are in "
                "the trace):\n"
                "  1. serve with the torch profiler on (v0.13+: --profiler-config '{\"profiler\": \"torch\", "
