@@ -5,8 +5,8 @@ graph mode, the simulator predicts the multi_stream gain over sequential under `
 picks a strategy and its regret is scored (``simulator.decisions``). Prints the policies' mean and worst
 regret, whether the model beats each trivial policy, and the 1/2/4-token gains (measured vs predicted).
 
-``--reference-run`` names the same matrix measured on another machine start: it adds the policy
-``measured_elsewhere`` (choose by that measurement) and says how often that measurement's 1/2/4-token gains
+``--reference-run`` names the same matrix measured again (another run, e.g. on another machine start): it adds
+the policy ``measured_elsewhere`` (choose by that measurement) and says how often that measurement's 1/2/4-token gains
 fall within the tolerance of these runs' — the floor set by the measurement's own reproducibility. Only the
 points measured in both are scored then.
 
@@ -51,7 +51,7 @@ def folders(runs: list[str]) -> list[Path]:
 
 
 def reference_gains(runs: list[str] | None) -> dict[tuple[str, int], float] | None:
-    """The measured gains of the reference runs (another machine start), or None without any."""
+    """The measured gains of the reference runs (the same matrix measured again), or None without any."""
     if not runs:
         return None
     gains = measured_gains(folders(runs))
@@ -71,7 +71,7 @@ def markdown(points: list[GainPoint], margin: float, profile: str, runs: list[st
              f"their medians). Profile: {profile}. "
              f"Margin {100 * margin:.1f} %."]
     if reference is not None:
-        lines += ["", f"Reference (another machine start): {', '.join(reference_runs or [])}; only the points "
+        lines += ["", f"Reference (the same matrix measured again): {', '.join(reference_runs or [])}; only the points "
                       "measured in both are scored."]
     lines += ["", "| policy | mean regret (points) | worst (points) | worst at | chose multi_stream |",
               "| --- | --- | --- | --- | --- |"]
@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--margin", type=float, default=0.005, help="gain multi_stream must predict (fraction)")
     ap.add_argument("--reference-run", action="append",
-                    help="the same matrix measured on another machine start (repeat to pool): adds the policy "
-                         "measured_elsewhere and the reproducibility floor")
+                    help="the same matrix measured again, e.g. on another machine start (repeat to pool): adds the "
+                         "policy measured_elsewhere and the reproducibility floor")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 

@@ -122,6 +122,15 @@ def _reproducibility() -> str:
     return dec.markdown(points, 0.005, _profile().describe(), [HELD_OUT_START], reference, list(DECODE_RUNS)) + "\n"
 
 
+def _decisions_heldout() -> str:
+    import decisions as dec
+
+    reference = dec.reference_gains([LAYER_TRACES_HELDOUT + "_repeat"])
+    points = dec.points_of([LAYER_TRACES_HELDOUT], "h200", reference)
+    return dec.markdown(points, 0.005, _profile().describe(), [LAYER_TRACES_HELDOUT], reference,
+                        [LAYER_TRACES_HELDOUT + "_repeat"]) + "\n"
+
+
 def _layer_overlap() -> str:
     import layer_overlap as lo  # benchmarks/layer_overlap.py
 
@@ -251,6 +260,9 @@ BLOCKS: dict[str, Block] = {
     "decode-reproducibility": Block(VALIDATION, f"python benchmarks/decisions.py --run {HELD_OUT_START}"
                                     + "".join(f" --reference-run {r}" for r in DECODE_RUNS) + " --profile h200",
                                     _reproducibility),
+    "decode-decisions-heldout": Block(VALIDATION, f"python benchmarks/decisions.py --run {LAYER_TRACES_HELDOUT} "
+                                      f"--reference-run {LAYER_TRACES_HELDOUT}_repeat --profile h200",
+                                      _decisions_heldout),
     "decode-layer-overlap": Block(VALIDATION, f"python benchmarks/layer_overlap.py {LAYER_TRACES}", _layer_overlap),
     "decode-placement": Block(VALIDATION, "python benchmarks/placement_table.py --tokens 2", _placement),
     **{f"decode-placement-{op}": Block(VALIDATION, f"python benchmarks/placement_table.py --tokens 2 --op {op} "
