@@ -19,7 +19,10 @@ spreads (two kernels spread over the whole GPU each run at half speed). Under th
 the tensor rate are shared max-min fairly as in :class:`~simulator.interference.ResidencySharing`
 (``bw_capacity``, ``tc_capacity``). A kernel without a known geometry (the trace path gives it to GEMM kernels
 only: their blocks keep an SM's issue slots busy; other kernels' blocks mostly wait on memory) takes its ``sm``
-demand as its spread and counts as light, never packed.
+demand as its spread and counts as light, never packed. Such a kernel is taken as latency-bound: with
+``memory_latency`` (the profile's measured curve) its rate is divided by the slowdown the curve gives for the
+share of HBM the other running kernels draw. A kernel that demands nothing (a traced kernel whose duration
+already holds its contention) runs at its own speed.
 
 The engine places each kernel once, when it starts (:class:`~simulator.sharing.PlacingModel`). Because a
 packed kernel keeps its cap after the kernels that crowded it end, two kernels overlapped can take longer than
@@ -39,7 +42,8 @@ from simulator.sharing import Demand
 @dataclass(frozen=True, slots=True)
 class Placed:
     """One kernel's placement: its spread and the share of the SMs its blocks occupy (fractions of the SMs),
-    whether its blocks hold whole SMs, and the cap it keeps for life when it was packed (else None)."""
+    whether its blocks hold whole SMs, the cap it keeps for life when it was packed (else None), and whether it
+    is slowed by the memory latency under load (a kernel without launch geometry that demands something)."""
 
     spread: float
     touched: float
@@ -50,7 +54,8 @@ class Placed:
 
 @dataclass(frozen=True, slots=True)
 class PlacementSharing:
-    """Block placement on ``sm_count`` SMs; ``bw_capacity`` / ``tc_capacity`` as in ``ResidencySharing``."""
+    """Block placement on ``sm_count`` SMs; ``bw_capacity`` / ``tc_capacity`` as in ``ResidencySharing``;
+    ``memory_latency``: the latency-bound kernels' slowdown under load (None: not slowed)."""
 
     sm_count: int = 132
     bw_capacity: float = 1.0
@@ -83,7 +88,9 @@ class PlacementSharing:
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
         """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
-        the kernels before them leave), then bandwidth and tensor rate shared under those caps."""
+        the kernels before them leave); then, under those caps, the SMs no full-SM block holds shared by the
+        light kernels that are not packed, bandwidth and tensor rate shared by all; then the latency-bound
+        kernels slowed by the HBM the others draw."""
         settled = self._settle(placements)
         caps = [cap for _, cap in settled]
         if len(demands) < 2:
