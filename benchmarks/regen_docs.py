@@ -173,19 +173,19 @@ def _sharing_forms() -> str:
         wrong = sum((p.measured_gain > 0) != (p.predicted_gain > 0) for p in signed)
         return f"{100 * statistics.median(offs):.1f} / {100 * max(offs):.1f} | {wrong} of {len(signed)}"
 
-    def runs_f(sharing: str, mode: str) -> str:
-        pooled = wa.results_for(MEASUREMENTS, list(F_RUNS), "h200", with_sanity=False, sharing=sharing)[-1]
-        s = next(x for x in pooled["summary"] if x["mode"] == mode and x["predictor"] == "raw")
+    def runs_f(summary: list[dict], mode: str) -> str:
+        s = next(x for x in summary if x["mode"] == mode and x["predictor"] == "raw")
         return f"{100 * s['median_err']:.2f} % / {100 * s['worst_err']:.2f} %"
 
     lines = ["Gain off by: median / worst over the points, in points of gain; signs counted where |measured gain| > "
              "1 %. F: the what-if's layer time against the measured multi_stream time (pooled over the six runs, "
-             "raw predictor), median / worst error. Profile h200 (calibrated on NVIDIA H200, 2026-12-02).", "",
+             f"raw predictor), median / worst error. Profile {_profile().describe()}.", "",
              "| `--sharing` | layer traces (call 19): gain off | signs wrong | held-out layer traces (call 24): gain "
              "off | signs wrong | F graph | F eager |", "| --- | --- | --- | --- | --- | --- | --- |"]
-    for sharing in ("profile", "placement"):
+    for sharing in ("profile", "placement"):  # the F runs evaluated once per form (both modes in one pass)
+        summary = wa.results_for(MEASUREMENTS, list(F_RUNS), "h200", with_sanity=False, sharing=sharing)[-1]["summary"]
         lines.append(f"| {sharing} | {traces(LAYER_TRACES, sharing)} | {traces(LAYER_TRACES_HELDOUT, sharing)} | "
-                     f"{runs_f(sharing, 'graph')} | {runs_f(sharing, 'eager')} |")
+                     f"{runs_f(summary, 'graph')} | {runs_f(summary, 'eager')} |")
     return "\n".join(lines) + "\n"
 
 

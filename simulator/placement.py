@@ -73,9 +73,9 @@ class PlacementSharing:
         """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM)."""
         if geometry is None:  # light, never packed; taken as latency-bound (its blocks mostly wait on memory),
             # unless it demands nothing (a traced kernel whose duration already holds its contention): rate 1
+            # (what it touches is settled among the running kernels whenever rates are solved)
             spread = min(1.0, max(demand[0], 0.0))
-            room = self._room([now for now, _ in self._settle(running)], False)
-            return Placed(spread, min(spread, room), False, None, latency_bound=any(demand))
+            return Placed(spread, spread, False, None, latency_bound=any(demand))
         blocks, per_sm = geometry
         spread, full = min(blocks, self.sm_count) / self.sm_count, per_sm == 1
         capacity = blocks / (per_sm * self.sm_count)  # SMs its blocks need when packed
