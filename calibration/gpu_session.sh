@@ -103,6 +103,14 @@ if has placement; then
   python3 -m calibration.microbench.placement_probe --out "$out/placement" --budget-s "${PLACEMENT_BUDGET_S:-150}" \
     2>&1 | tee "$out/placement.log" | tail -90
 fi
+if has layout; then
+  # A/A: the same layer graphs captured twice, on two copies of the weights (same values, other addresses),
+  # all timed interleaved and traced once each (kernels kept, no raw traces); DeepSeek-V3 with 2 weight sets
+  python3 -m kernels_real.layout_probe --out "$out/layout_probe" --weight-sets 3 --tokens 1 2 4 \
+    --presets ${LAYOUT_PRESETS:-llama4_scout llama4_scout@ep8 qwen2_57b_a14b@tp8 deepseek_v3@tp4} 2>&1 | tee "$out/layout.log" | tail -20
+  python3 -m kernels_real.layout_probe --out "$out/layout_probe_v3" --weight-sets 2 --tokens 1 2 4 \
+    --presets deepseek_v3 2>&1 | tee "$out/layout-v3.log" | tail -8
+fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases
   python3 -m kernels_real.graph_probe --out "$out/graph_probe" 2>&1 | tee "$out/graph-probe.log" | tail -24
