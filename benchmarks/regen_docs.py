@@ -131,6 +131,12 @@ def _decisions_heldout() -> str:
                         [LAYER_TRACES_HELDOUT + "_repeat"]) + "\n"
 
 
+def _layout_spread() -> str:
+    import layout_spread as ls  # benchmarks/layout_spread.py
+
+    return ls.markdown([ROOT / run for run in ls.DEFAULT_RUNS], "h200", 0.005) + "\n"
+
+
 def _layer_overlap() -> str:
     import layer_overlap as lo  # benchmarks/layer_overlap.py
 
@@ -263,6 +269,7 @@ BLOCKS: dict[str, Block] = {
     "decode-decisions-heldout": Block(VALIDATION, f"python benchmarks/decisions.py --run {LAYER_TRACES_HELDOUT} "
                                       f"--reference-run {LAYER_TRACES_HELDOUT}_repeat --profile h200",
                                       _decisions_heldout),
+    "decode-layout-spread": Block(VALIDATION, "python benchmarks/layout_spread.py --profile h200", _layout_spread),
     "decode-layer-overlap": Block(VALIDATION, f"python benchmarks/layer_overlap.py {LAYER_TRACES}", _layer_overlap),
     "decode-placement": Block(VALIDATION, "python benchmarks/placement_table.py --tokens 2", _placement),
     **{f"decode-placement-{op}": Block(VALIDATION, f"python benchmarks/placement_table.py --tokens 2 --op {op} "

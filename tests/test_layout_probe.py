@@ -1,0 +1,29 @@
+"""``kernels_real.layout_probe``: its table from hand-made records, and a clean one-line refusal without a GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from kernels_real import layout_probe  # noqa: E402
+
+
+def test_table_gives_each_layouts_gain_and_the_aa_spread() -> None:
+    times = {("sequential", 0, 0): 100.0, ("sequential", 0, 1): 104.0, ("sequential", 1, 0): 100.0,
+             ("sequential", 1, 1): 100.0, ("multi_stream", 0, 0): 90.0, ("multi_stream", 0, 1): 104.0,
+             ("multi_stream", 1, 0): 99.0, ("multi_stream", 1, 1): 90.0}
+    records = [{"preset": "p", "tokens": 1, "strategy": s, "weights_copy": c, "capture": k, "median_us": us}
+               for (s, c, k), us in times.items()]
+    # gains 10 %, 0 %, 1 %, 10 %; A/A: 104/100 - 1 = 4.0 %, 104/90 - 1 = 15.6 %
+    assert "| p | 1 | +10.0 % +0.0 % +1.0 % +10.0 % | 4.0 % / 15.6 % |" in layout_probe.gains_table(records)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
+def test_without_a_gpu_it_refuses_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert layout_probe.main(["--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
