@@ -8,7 +8,8 @@ each traced once. Nothing else differs between the graphs of a strategy. Prints:
   moves most between the layouts of a strategy (median over the traced layers, each trace's first layer dropped);
 - how far apart two layouts' gains are at 1/2/4 tokens, and where they disagree on the sign;
 - decisions scored against the **layout mean** (the mean of the four layouts' medians, per strategy): the
-  regret of choosing by one layout's measurement (each of the four: the floor a single measurement sets), of
+  regret of choosing by one layout's measurement (each of them, #1 the first in (copy, capture) order: the floor a
+  single measurement sets), of
   the simulator's shape path (``--profile``), and of the trivial policies.
 
     PYTHONPATH=. python benchmarks/layout_spread.py calibration/measurements/h200/2026-12-03/layout_probe \\
@@ -92,9 +93,10 @@ def decisions_section(runs: list[Path], gains: dict[Point, dict[Layout, float]],
     """Regret against the layout mean: one layout's measurement, the shape path, the trivial policies."""
     profile = load_profile(profile_name)
     points = gain_points(profile, runs)
-    layouts = sorted({layout for per in gains.values() for layout in per})
-    policies = dict(POLICIES) | {f"one layout {c},{k}": measured_elsewhere({p: g[(c, k)] for p, g in gains.items()})
-                                 for c, k in layouts}
+    count = min(len(per) for per in gains.values())  # layouts in (copy, capture) order, as many as every point has
+    policies = dict(POLICIES) | {f"one layout (#{i + 1})": measured_elsewhere({p: list(g.values())[i]
+                                                                                for p, g in gains.items()})
+                                 for i in range(count)}
     lines = [f"Decisions against the layout mean ({len(points)} points, margin {100 * margin:.1f} %; the model: "
              f"the shape path under {profile.describe()}):", "",
              "| policy | mean regret (points) | worst regret (points) | worst at | chose multi_stream |",
@@ -113,7 +115,8 @@ def markdown(runs: list[Path], profile_name: str | None, margin: float) -> str:
     times = layout_times(runs)
     gains = {point: layout_gains(per) for point, per in times.items()}
     moving = moving_kernels(runs)
-    lines = ["| preset | tokens | gain per layout (copy,capture: 0,0 0,1 1,0 1,1) | spread (points) | A/A, "
+    lines = ["| preset | tokens | gain per layout (copy,capture: 0,0 0,1 1,0 1,1; one copy: its captures) | "
+             "spread (points) | A/A, "
              "sequential / multi_stream | kernel moving most between layouts (range, µs / its time) |",
              "| --- | ---: | --- | ---: | --- | --- |"]
     spreads, split = [], []

@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces, placement, layout), or all (= tests+micro+sweep).
+# graphprobe, decode, layertraces, placement, layout, layoutmeans), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -110,6 +110,31 @@ if has layout; then
     --presets ${LAYOUT_PRESETS:-llama4_scout llama4_scout@ep8 qwen2_57b_a14b@tp8 deepseek_v3@tp4} 2>&1 | tee "$out/layout.log" | tail -20
   python3 -m kernels_real.layout_probe --out "$out/layout_probe_v3" --weight-sets 2 --tokens 1 2 4 \
     --presets deepseek_v3 2>&1 | tee "$out/layout-v3.log" | tail -8
+fi
+if has layoutmeans; then
+  # the layer-trace matrices (calls 19 and 24) timed again over four layouts each (two weight copies × two
+  # captures, or one copy × four captures where two do not fit), timing only, one preset per process; stops
+  # starting presets after LAYOUT_BUDGET_S seconds
+  ldir="$out/layout_means"
+  for preset in ${LAYOUT_PRESETS:-deepseek_v3 deepseek_v3@tp2 llama4_scout llama4_scout@tp2 llama4_scout@tp4 \
+      qwen2_57b_a14b deepseek_v2_lite deepseek_v2_lite@tp2 deepseek_v2_lite@tp4 deepseek_v3@tp4 deepseek_v3@tp8 \
+      deepseek_v3@ep8 llama4_scout@tp8 llama4_scout@ep8 qwen2_57b_a14b@tp2 qwen2_57b_a14b@tp4 qwen2_57b_a14b@tp8 \
+      kimi_k2}; do
+    if (( SECONDS > ${LAYOUT_BUDGET_S:-480} )); then echo "skipped $preset: budget" | tee -a "$out/layoutmeans.log"; continue; fi
+    python3 -m kernels_real.layout_probe --out "$ldir/$preset" --no-trace --tokens 1 2 4 16 --presets "$preset" \
+      2>&1 | tee -a "$out/layoutmeans.log" | tail -6
+  done
+  python3 - "$ldir" <<'PY'
+import json, pathlib, sys
+run = pathlib.Path(sys.argv[1])
+parts = sorted(p for p in run.iterdir() if (p / "cases.json").is_file())
+(run / "cases.json").write_text(json.dumps([c for p in parts for c in json.loads((p / "cases.json").read_text())], indent=1) + "\n")
+for p in parts:
+    (run / "per_preset" / p.name).mkdir(parents=True, exist_ok=True)
+    (p / "env.json").rename(run / "per_preset" / p.name / "env.json")
+    (p / "cases.json").unlink()
+    p.rmdir()
+PY
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases

@@ -1,14 +1,17 @@
 """Does the layer's measured multi_stream gain depend on where its buffers sit? An A/A test of graph captures
 and of weight copies.
 
-``python -m kernels_real.layout_probe --out DIR [--presets ...] [--tokens 1 2 4] [--weight-sets 2]``
+``python -m kernels_real.layout_probe --out DIR [--presets ...] [--tokens 1 2 4] [--weight-sets 2] [--copies 2]
+[--captures 2] [--no-trace]``
 
 Per preset, two copies of its weight sets (the same seeds, so the same values, at other addresses). Per token
 count × copy × strategy (sequential, multi_stream), two CUDA-graph captures of one layer call per weight set (as
 ``bench`` captures them); each capture gets its own memory pool, so its intermediates sit at other addresses.
 Nothing else differs between the graphs of a strategy: same input, same weights' values, same kernels. All
 graphs of a token count are timed interleaved (``bench``'s rounds of bursts, each burst's first replay dropped),
-then each is traced once (one replay; the kernels kept: name, stream, start, duration, grid, block).
+then each is traced once (one replay; the kernels kept: name, stream, start, duration, grid, block), unless
+``--no-trace``. ``--copies`` / ``--captures`` set the layouts (a preset whose two copies do not fit: one copy,
+more captures; so does a preset whose copies do not fit in memory).
 
 Writes ``DIR/cases.json`` (one record per graph: preset, tokens, strategy, ``weights_copy``, ``capture``,
 ``median_us`` per layer, ...), ``DIR/kernels.json.gz`` (the traced kernels per graph, no raw traces) and
@@ -24,11 +27,21 @@ import gzip
 import json
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from kernels_real.bench import GRAPH_ROUNDS, Timer, _kernels_from_trace, _nvidia_smi, _write_json, graph_step, run_env
+from kernels_real.bench import (
+    GRAPH_ROUNDS,
+    Timer,
+    _kernels_from_trace,
+    _nvidia_smi,
+    _weight_sets,
+    _write_json,
+    graph_step,
+    run_env,
+)
 from kernels_real.config import ConfigError, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.profiling import chrome_trace
@@ -36,25 +49,47 @@ from kernels_real.streams import current_stream, reset_current_stream
 from simulator.outputs import write_bytes_atomic
 
 STRATEGIES = ("sequential", "multi_stream")
-COPIES = 2
-CAPTURES = 2
-Key = tuple[str, int, int]  # strategy, weights copy, capture
 
 
-def probe_preset(name: str, tokens: list[int], weight_sets: int, timer: Timer
+@dataclass(frozen=True)
+class Layouts:
+    """How many weight copies and captures per strategy, and whether each graph is traced."""
+
+    copies: int = 2
+    captures: int = 2
+    trace: bool = True
+
+    @property
+    def pairs(self) -> list[tuple[int, int]]:
+        return [(c, k) for c in range(self.copies) for k in range(self.captures)]
+
+
+def fitted(layouts: Layouts, weight_bytes: float, weight_sets: int, free_bytes: float) -> Layouts:
+    """``layouts``, or one copy with as many captures per copy as it had layouts when its copies do not fit in
+    0.85 of the free memory (the captures still move the intermediates)."""
+    if layouts.copies * weight_sets * weight_bytes <= 0.85 * free_bytes:
+        return layouts
+    return Layouts(1, layouts.copies * layouts.captures, layouts.trace)
+
+
+def probe_preset(name: str, tokens: list[int], weight_sets: int | None, timer: Timer, layouts: Layouts
                  ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Every graph of one preset timed and traced: its case records and its traced kernels."""
+    """Every graph of one preset timed (and traced): its case records and its traced kernels. ``weight_sets``
+    None: as many as ``bench`` would take (by memory, at most 4)."""
     device = torch.device("cuda")
     cfg = get_preset(name)
+    weight_sets = weight_sets or _weight_sets(cfg, True, None)
+    layouts = fitted(layouts, cfg.weight_bytes(), weight_sets, torch.cuda.mem_get_info()[0])
     layer = MoELayer(cfg, device)
-    copies = [[MoEWeights.random(cfg, device, seed=100 + k) for k in range(weight_sets)] for _ in range(COPIES)]
+    copies = [[MoEWeights.random(cfg, device, seed=100 + k) for k in range(weight_sets)]
+              for _ in range(layouts.copies)]
     records: list[dict[str, object]] = []
     kernels: list[dict[str, object]] = []
     for t in tokens:
         x = torch.randn(t, cfg.hidden, generator=torch.Generator(device=device).manual_seed(7 + t),
                         device=device, dtype=layer.dtype)
         steps = {(strategy, c, k): graph_step(layer, copies[c], x, strategy)
-                 for strategy in STRATEGIES for c in range(COPIES) for k in range(CAPTURES)}
+                 for strategy in STRATEGIES for c, k in layouts.pairs}
         bursts = timer.measure_interleaved(steps, GRAPH_ROUNDS, min_burst=3)
         for (strategy, c, k), step in steps.items():
             samples = [s / weight_sets for b in bursts[(strategy, c, k)] for s in b[1:]]
@@ -65,6 +100,8 @@ def probe_preset(name: str, tokens: list[int], weight_sets: int, timer: Timer
                                    "replays": len(samples), "timer": "cuda_events",
                                    "order": f"all graphs of the token count interleaved, {GRAPH_ROUNDS} rounds of "
                                             "bursts; each burst's first replay dropped"})
+            if not layouts.trace:
+                continue
             for i in range(3):
                 step(i)
             raw = chrome_trace(lambda step=step: step(0), True, meta, record_shapes=False)
@@ -83,8 +120,8 @@ def gains_table(records: list[dict[str, object]]) -> str:
              for r in records}
     lines = ["| preset | tokens | multi_stream gain per (copy, capture) | largest A/A difference, sequential / "
              "multi_stream |", "| --- | ---: | --- | --- |"]
-    pairs = [(c, k) for c in range(COPIES) for k in range(CAPTURES)]
     for preset, t in sorted({(p, t) for p, t, *_ in times}):
+        pairs = sorted({(c, k) for p, tt, s, c, k in times if (p, tt, s) == (preset, t, "sequential")})
         per = {strategy: [times[(preset, t, strategy, c, k)] for c, k in pairs] for strategy in STRATEGIES}
         gains = [100 * (1 - ms / seq) for seq, ms in zip(per["sequential"], per["multi_stream"], strict=True)]
         spreads = [100 * (max(xs) / min(xs) - 1) for xs in per.values()]
@@ -98,13 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, type=Path, help="output directory")
     p.add_argument("--presets", nargs="+", default=["llama4_scout", "deepseek_v3", "qwen2_57b_a14b@tp8"])
     p.add_argument("--tokens", nargs="+", type=int, default=[1, 2, 4])
-    p.add_argument("--weight-sets", type=int, default=2, help="weight sets per copy (each graph runs them all)")
+    p.add_argument("--weight-sets", type=int,
+                   help="weight sets per copy (each graph runs them all; default: as many as bench takes)")
+    p.add_argument("--copies", type=int, default=2, help="copies of the weight sets (default 2)")
+    p.add_argument("--captures", type=int, default=2, help="graph captures per copy and strategy (default 2)")
+    p.add_argument("--no-trace", action="store_true", help="time only (no traced kernels)")
     args = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("error: the layout probe needs a CUDA/ROCm device", file=sys.stderr)
         return 2
-    if args.weight_sets < 1 or any(t < 1 for t in args.tokens):
-        print("error: --weight-sets and --tokens must be at least 1", file=sys.stderr)
+    if min(args.weight_sets or 1, args.copies, args.captures, *args.tokens) < 1:
+        print("error: --weight-sets, --copies, --captures and --tokens must be at least 1", file=sys.stderr)
         return 2
     try:
         for name in args.presets:
@@ -119,15 +160,17 @@ def main(argv: list[str] | None = None) -> int:
     kernels: list[dict[str, object]] = []
     try:
         for name in args.presets:
-            more_records, more_kernels = probe_preset(name, args.tokens, args.weight_sets, timer)
+            more_records, more_kernels = probe_preset(name, args.tokens, args.weight_sets, timer,
+                                                      Layouts(args.copies, args.captures, not args.no_trace))
             records += more_records
             kernels += more_kernels
-            print(f"{name}: {len(more_records)} graphs timed and traced", flush=True)
+            print(f"{name}: {len(more_records)} graphs timed" + ("" if args.no_trace else " and traced"), flush=True)
     finally:
         reset_current_stream()
     args.out.mkdir(parents=True, exist_ok=True)
     _write_json(args.out / "cases.json", records)
-    write_bytes_atomic(args.out / "kernels.json.gz", gzip.compress(json.dumps(kernels).encode(), compresslevel=9))
+    if kernels:
+        write_bytes_atomic(args.out / "kernels.json.gz", gzip.compress(json.dumps(kernels).encode(), compresslevel=9))
     _write_json(args.out / "env.json", env | {"nvidia_smi_after": _nvidia_smi()})
     print(gains_table(records))
     return 0

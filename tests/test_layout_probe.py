@@ -27,3 +27,9 @@ def test_without_a_gpu_it_refuses_in_one_line(tmp_path: Path, capsys: pytest.Cap
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_copies_that_do_not_fit_become_captures_of_one_copy() -> None:
+    two_by_two = layout_probe.Layouts(2, 2)
+    assert layout_probe.fitted(two_by_two, 10e9, 3, 100e9) == two_by_two  # 60 GB of 85 GB usable
+    assert layout_probe.fitted(two_by_two, 20e9, 3, 100e9) == layout_probe.Layouts(1, 4)  # 120 GB do not fit
