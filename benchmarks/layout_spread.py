@@ -64,12 +64,12 @@ def short_name(name: str) -> str:
 
 def moving_kernels(runs: list[Path]) -> dict[Point, tuple[str, float, float]]:
     """(preset, tokens) → the kernel whose median duration moves most between layouts of one strategy: its
-    name, its range (µs) and its smallest median (µs)."""
+    name, its range (µs) and its smallest median (µs); none from a timing-only run (``--no-trace``)."""
     durations: dict[tuple[Point, str, tuple[str, int]], dict[Layout, list[float]]] = defaultdict(dict)
     for run in runs:
         path = run / "kernels.json.gz"
         if not path.is_file():
-            raise InputError(f"{run}: no kernels.json.gz (a layout_probe run)")
+            continue
         for record in json.loads(gzip.decompress(path.read_bytes())):
             kernels, layers = record["kernels"], int(record["layers"])
             size = len(kernels) // layers
@@ -127,10 +127,10 @@ def markdown(runs: list[Path], profile_name: str | None, margin: float) -> str:
             split.append(f"{point[0]} t{point[1]}")
         aa = [100 * (max(t.values()) / min(t.values()) - 1) for t in (times[point]["sequential"],
                                                                       times[point]["multi_stream"])]
-        name, moved, base = moving.get(point, ("—", 0.0, 1.0))
+        name, moved, base = moving.get(point, ("", 0.0, 0.0))
         lines.append(f"| {point[0]} | {point[1]} | " + " ".join(f"{100 * g:+.1f}" for g in values)
-                     + f" | {100 * spreads[-1]:.1f} | {aa[0]:.1f} % / {aa[1]:.1f} % | {name} "
-                     f"({moved:.1f} / {base:.1f}) |")
+                     + f" | {100 * spreads[-1]:.1f} | {aa[0]:.1f} % / {aa[1]:.1f} % | "
+                     + (f"{name} ({moved:.1f} / {base:.1f}) |" if name else "not traced |"))
     pairs = [abs(a - b) for per in gains.values() for i, a in enumerate(per.values())
              for b in list(per.values())[i + 1:]]
     lines += ["", f"Two layouts' gains apart (all pairs, {len(pairs)}): median {100 * statistics.median(pairs):.1f} "

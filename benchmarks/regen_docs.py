@@ -112,6 +112,7 @@ def _decisions() -> str:
 HELD_OUT_START = "calibration/measurements/h200/2026-12-03/kernels_real10"
 LAYER_TRACES = "calibration/measurements/h200/2026-12-03/layer_traces"
 LAYER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/layer_traces_heldout"
+LAYOUT_MEANS = "calibration/measurements/h200/2026-12-03/layout_means"
 
 
 def _reproducibility() -> str:
@@ -150,21 +151,34 @@ def _placement() -> str:
 
 
 @cache
-def _graph_points(run: str, sharing: str) -> list:
+def _graph_points(run: str, sharing: str, reference: str | None = None) -> list:
     import whatif_graph_traces as wg  # benchmarks/whatif_graph_traces.py
 
-    return wg.points(ROOT / run, sharing)
+    return wg.points(ROOT / run, sharing, ROOT / reference if reference else None)
 
 
-def _whatif_graph_traces(run: str, sharing: str = "profile") -> str:
+def _whatif_graph_traces(run: str, sharing: str = "profile", reference: str | None = None) -> str:
     import whatif_graph_traces as wg
 
-    return wg.markdown(_graph_points(run, sharing)) + "\n"
+    label = "measured gain" if reference is None else "measured gain (reference run)"
+    return wg.markdown(_graph_points(run, sharing, reference), label) + "\n"
 
 
-def _graph_traces_cmd(run: str, sharing: str) -> str:
+def _graph_traces_cmd(run: str, sharing: str, reference: str | None = None) -> str:
     flag = "" if sharing == "placement" else f" --sharing {sharing}"
-    return f"python benchmarks/whatif_graph_traces.py {run}{flag}"
+    return f"python benchmarks/whatif_graph_traces.py {run}{flag}" + (f" --reference {reference}" if reference else "")
+
+
+def _overlap_windows(run: str) -> str:
+    import overlap_windows as ow  # benchmarks/overlap_windows.py
+
+    return ow.markdown(ow.phase_points(ROOT / run), "placement") + "\n"
+
+
+def _layout_means() -> str:
+    import layout_spread as ls
+
+    return ls.markdown([ROOT / LAYOUT_MEANS], "h200", 0.005) + "\n"
 
 
 def _sharing_forms() -> str:
@@ -284,6 +298,15 @@ BLOCKS: dict[str, Block] = {
         VALIDATION, _graph_traces_cmd(run, sharing), partial(_whatif_graph_traces, run, sharing))
        for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))
        for form, sharing in (("", "profile"), ("-placement", "placement"))},
+    **{f"decode-whatif-graph-traces{suffix}-layout-means": Block(
+        VALIDATION, _graph_traces_cmd(run, "placement", LAYOUT_MEANS),
+        partial(_whatif_graph_traces, run, "placement", LAYOUT_MEANS))
+       for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))},
+    **{f"decode-overlap-windows{suffix}": Block(
+        VALIDATION, f"python benchmarks/overlap_windows.py {run}", partial(_overlap_windows, run))
+       for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))},
+    "decode-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS} --profile h200",
+                                 _layout_means),
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},

@@ -77,3 +77,16 @@ def test_sharing_placement_packs_the_fp32_router_beside_the_shared_experts(capsy
 def test_an_unknown_sharing_is_a_usage_error(capsys) -> None:
     code, out, err = _whatif(capsys, "--sharing", "fluid")
     assert code == 2 and out == "" and "--sharing" in err and "Traceback" not in err
+
+
+def test_a_reference_run_gives_the_measured_side(tmp_path: Path) -> None:
+    """``--reference``: each point's measured gain is the reference's mean over its records (here two layouts of
+    one point, 10 % and 30 % gain in time: mean times 100 / 80 → 20 %), and only the points it holds are kept."""
+    run = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03" / "layer_traces"
+    records = [{"preset": "deepseek_v3", "tokens": 2, "strategy": s, "mode": "graph", "median_us": us}
+               for s, times in (("sequential", (100.0, 100.0)), ("multi_stream", (90.0, 70.0))) for us in times]
+    (tmp_path / "cases.json").write_text(json.dumps(records))
+    found = _script().points(run, reference=tmp_path)
+    assert [(p.preset, p.tokens) for p in found] == [("deepseek_v3", 2)]
+    assert found[0].measured_gain == pytest.approx(0.20)
+    assert "| measured gain (reference run) |" in _script().markdown(found, "measured gain (reference run)")
