@@ -1,21 +1,21 @@
-"""The overlap phase alone: how long the routing chain and the shared experts take beside each other, measured
-and predicted, with the routed experts' grouped GEMMs left out.
+"""The overlap phase alone: how much longer the routing chain and the shared experts take beside each other than
+alone, measured and predicted, with the routed experts' grouped GEMMs left out.
 
 A measured multi_stream gain at 1–4 tokens carries a layout term of several points (``layout_spread.py``): the
 routed grouped GEMM's duration moves with where the buffers sit, with nothing beside it. This table leaves it
 out. Per layer of a bench run's graph traces (each replay's first layer dropped, medians over the rest):
 
-- *routing*: from the layer's first kernel to the start of its first grouped GEMM (the routing chain, beside
-  the shared experts under multi_stream);
-- *shared*: from the layer's first kernel to the end of the last shared-expert kernel (the aux stream's, the
-  closing add excluded);
-- *phase*: the later of the two, the end of the overlap phase.
+- *routing*: from the layer's first kernel to the start of its first grouped GEMM; alone, that is the
+  sequential layer's less its shared experts (which run first there); under multi_stream, the routing chain
+  beside the shared experts;
+- *shared*: from the layer's first kernel to the end of the last shared-expert kernel.
 
-Each is given for the sequential trace and the multi_stream trace as measured, and for the trace what-if's
-multi_stream (``moesim whatif trace`` on the sequential trace, the multi_stream trace's aux ops moved, as
-``whatif_graph_traces.py`` asks it). The phase gain is (sequential phase − multi_stream phase) / sequential
-layer span: the share of the layer the overlap saves before the grouped GEMMs start, measured against
-predicted.
+The **extension** of each is its multi_stream window minus its window alone, in points of the sequential layer:
+what running beside the other chain cost it. Measured: the multi_stream trace against the sequential trace.
+Predicted: the trace what-if (``moesim whatif trace`` on the sequential trace, the multi_stream trace's aux ops
+moved, as ``whatif_graph_traces.py`` asks it) against its own baseline replay. Taking both sides against their
+own sequential layer cancels what they share, e.g. the profiled traces' wider gaps between graph nodes (0.42
+µs against the profile's 0.26 µs; VALIDATION.md, "Profiled graph replays are not the timed ones").
 
     PYTHONPATH=. python benchmarks/overlap_windows.py calibration/measurements/h200/2026-12-03/layer_traces
 """
@@ -37,6 +37,7 @@ import whatif_graph_traces as wg
 
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.replay import run_whatif, sharing_label
+from simulator.result import SimResult
 
 SMALL_TOKENS = (1, 2, 4)
 TOLERANCE = 0.015
@@ -50,12 +51,22 @@ class Window:
 
 @dataclass(frozen=True)
 class PhasePoint:
+    """One point's windows (µs): measured sequential / multi_stream, the what-if's baseline / multi_stream."""
+
     preset: str
     tokens: int
     sequential: Window
     measured: Window
+    baseline: Window
     predicted: Window
     sequential_span_us: float
+
+    def extension(self, part: str, side: str) -> float:
+        """How much longer ``part`` (routing_us or shared_us) took beside the other chain than alone, measured or
+        predicted (``side``), in points of the sequential layer."""
+        alone, beside = (self.sequential, self.measured) if side == "measured" else (self.baseline, self.predicted)
+        solo = alone.routing_us - alone.shared_us if part == "routing_us" else alone.shared_us
+        return (getattr(beside, part) - solo) / self.sequential_span_us
 
 
 def is_grouped_gemm(name: str) -> bool:
@@ -94,6 +105,15 @@ def measured_window(layer: list[lo.Kernel], order: Callable[[list[lo.Kernel]], l
                   [k["name"] for k in ordered], shared)
 
 
+def simulated_window(result: SimResult, names: list[str], shared: Sequence[int]) -> Window:
+    """The median window over a replay's periods (the first dropped), its kernels in program order, which is
+    the trace's GPU op order."""
+    size = len(names)
+    ranked = sorted(result.kernels, key=lambda k: k.index)
+    periods = [ranked[j * size:(j + 1) * size] for j in range(1, len(ranked) // size)]
+    return median_window([window([k.start_us for k in ks], [k.end_us for k in ks], names, shared) for ks in periods])
+
+
 def phase_points(run: Path, sharing: str = "placement") -> list[PhasePoint]:
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
@@ -114,13 +134,10 @@ def phase_points(run: Path, sharing: str = "placement") -> list[PhasePoint]:
         result = run_whatif(run / seq_record["trace"], None, launch="graph", progress=False,
                             aux_kernels=wg.ranges(shared), join_after_kernel=str(len(seq_keys) - 2), sharing=sharing)
         assert result.whatif is not None
-        size = len(seq_keys)
-        ranked = sorted(result.whatif.kernels, key=lambda k: k.index)  # program order: the trace's GPU op order
-        periods = [ranked[j * size:(j + 1) * size] for j in range(1, len(ranked) // size)]
         names = [key[0] for key in seq_keys]
-        predicted = median_window([window([k.start_us for k in ks], [k.end_us for k in ks], names, shared)
-                                   for ks in periods])
-        out.append(PhasePoint(preset, tokens, sequential, measured, predicted,
+        out.append(PhasePoint(preset, tokens, sequential, measured,
+                              simulated_window(result.baseline, names, shared),
+                              simulated_window(result.whatif, names, shared),
                               statistics.median(map(lo.span, seq_layers))))
     if not out:
         raise InputError(f"{run}: no point with sequential and multi_stream graph traces")
@@ -128,8 +145,8 @@ def phase_points(run: Path, sharing: str = "placement") -> list[PhasePoint]:
 
 
 def off(p: PhasePoint, part: str) -> float:
-    """Predicted minus measured multi_stream window ``part`` (routing or shared), in points of the layer."""
-    return (getattr(p.predicted, part) - getattr(p.measured, part)) / p.sequential_span_us
+    """Predicted minus measured extension of ``part`` (routing_us or shared_us), in points of the layer."""
+    return p.extension(part, "predicted") - p.extension(part, "measured")
 
 
 def summary(points: list[PhasePoint], part: str, label: str) -> str:
@@ -141,19 +158,26 @@ def summary(points: list[PhasePoint], part: str, label: str) -> str:
 
 
 def markdown(points: list[PhasePoint], sharing: str) -> str:
-    lines = [f"The trace what-if{sharing_label(sharing)}.",
-             f"- {summary(points, 'routing_us', 'routing chain beside the shared experts')}.",
-             f"- {summary(points, 'shared_us', 'shared experts beside the routing')}.", "",
-             "| preset | tokens | routing µs: alone / beside, measured / predicted | shared µs: alone / beside, "
-             "measured / predicted | routing off by | shared off by (points) |",
-             "| --- | ---: | --- | --- | ---: | ---: |"]
+    lines = [f"The trace what-if{sharing_label(sharing)}. Extension: the window beside the other chain minus the "
+             "window alone, in points of the sequential layer.",
+             f"- {summary(points, 'routing_us', 'routing chain beside the shared experts, extension')}.",
+             f"- {summary(points, 'shared_us', 'shared experts beside the routing, extension')}.", "",
+             "| preset | tokens | routing µs alone → beside: measured / predicted | routing extension measured / "
+             "predicted | shared µs alone → beside: measured / predicted | shared extension measured / predicted |",
+             "| --- | ---: | --- | --- | --- | --- |"]
     for p in points:
-        alone = p.sequential.routing_us - p.sequential.shared_us  # the sequential layer runs the shared first
-        lines.append(
-            f"| {p.preset} | {p.tokens} | {alone:.1f} / {p.measured.routing_us:.1f} / {p.predicted.routing_us:.1f} | "
-            f"{p.sequential.shared_us:.1f} / {p.measured.shared_us:.1f} / {p.predicted.shared_us:.1f} | "
-            f"{100 * off(p, 'routing_us'):+.1f} | {100 * off(p, 'shared_us'):+.1f} |")
+        routing = _cells(p, "routing_us", p.sequential.routing_us - p.sequential.shared_us,
+                         p.baseline.routing_us - p.baseline.shared_us)
+        shared = _cells(p, "shared_us", p.sequential.shared_us, p.baseline.shared_us)
+        lines.append(f"| {p.preset} | {p.tokens} | {routing} | {shared} |")
     return "\n".join(lines)
+
+
+def _cells(p: PhasePoint, part: str, alone_measured: float, alone_predicted: float) -> str:
+    """One window's two table cells: alone → beside, measured / predicted; its extensions."""
+    return (f"{alone_measured:.1f} → {getattr(p.measured, part):.1f} / {alone_predicted:.1f} → "
+            f"{getattr(p.predicted, part):.1f} | {100 * p.extension(part, 'measured'):+.1f} / "
+            f"{100 * p.extension(part, 'predicted'):+.1f}")
 
 
 def main(argv: list[str] | None = None) -> int:
