@@ -169,6 +169,13 @@ def _graph_traces_cmd(run: str, sharing: str, reference: str | None = None) -> s
     return f"python benchmarks/whatif_graph_traces.py {run}{flag}" + (f" --reference {reference}" if reference else "")
 
 
+def _whatif_decisions() -> str:
+    import whatif_graph_traces as wg
+
+    found = [p for run in (LAYER_TRACES, LAYER_TRACES_HELDOUT) for p in _graph_points(run, "placement", LAYOUT_MEANS)]
+    return wg.decisions_markdown(found, 0.005) + "\n"
+
+
 def _overlap_windows(run: str) -> str:
     import overlap_windows as ow  # benchmarks/overlap_windows.py
 
@@ -305,6 +312,9 @@ BLOCKS: dict[str, Block] = {
     **{f"decode-overlap-windows{suffix}": Block(
         VALIDATION, f"python benchmarks/overlap_windows.py {run}", partial(_overlap_windows, run))
        for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))},
+    "decode-whatif-decisions-layout-means": Block(
+        VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES} {LAYER_TRACES_HELDOUT} --reference "
+        f"{LAYOUT_MEANS} --decisions", _whatif_decisions),
     "decode-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS} --profile h200",
                                  _layout_means),
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),

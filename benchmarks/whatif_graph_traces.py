@@ -9,7 +9,8 @@ to these runs: the table compares the predicted multi_stream gain with the measu
 interleaved replays, ``cases.json``).
 
 The what-if runs with block placement, ``moesim whatif trace``'s default; ``--sharing profile`` asks it with the
-profile's fitted sharing form instead.
+profile's fitted sharing form instead. ``--reference RUN`` takes the measured gains from another run (the layout
+means); ``--decisions`` scores the what-if as a multi_stream policy over all the runs given.
 
     PYTHONPATH=. python benchmarks/whatif_graph_traces.py calibration/measurements/h200/2026-12-03/layer_traces
 """
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import layer_overlap as lo
 
+from simulator.decisions import GainPoint, score, verdict
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.replay import run_whatif, sharing_label
 from simulator.validation import measured_gains
@@ -113,17 +115,39 @@ def markdown(found: list[Point], measured: str = "measured gain") -> str:
     return "\n".join(lines)
 
 
+def decisions_markdown(found: list[Point], margin: float) -> str:
+    """The what-if as a policy (multi_stream where its predicted gain exceeds ``margin``), its regret against
+    the trivial policies' on the measured gains (``simulator.decisions``)."""
+    gains = [GainPoint(p.preset, p.tokens, p.measured_gain, p.predicted_gain) for p in found]
+    scores = score(gains, margin)
+    lines = [f"The trace what-if as a policy: multi_stream where its predicted gain exceeds {100 * margin:.1f} % "
+             f"({len(gains)} points; profile: {found[0].profile}).", "",
+             "| policy | mean regret (points) | worst regret (points) | worst at | chose multi_stream |",
+             "| --- | ---: | ---: | --- | ---: |"]
+    lines += [f"| {'what-if' if s.policy == 'model' else s.policy} | {100 * s.mean:.2f} | {100 * s.worst:.2f} | "
+              f"{s.worst_at} | {s.chose_multi_stream}/{s.n} |" for s in scores]
+    return "\n".join([*lines, "", *(line.replace("model", "the what-if", 1) for line in verdict(scores))])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("run", nargs="?", type=Path, default=DEFAULT_RUN, help=f"bench run folder (default {DEFAULT_RUN})")
+    ap.add_argument("run", nargs="*", type=Path, default=[DEFAULT_RUN],
+                    help=f"bench run folders (default {DEFAULT_RUN})")
     ap.add_argument("--sharing", choices=("placement", "profile"), default="placement",
                     help="the what-if's sharing model (moesim whatif trace --sharing; default: placement)")
     ap.add_argument("--reference", type=Path,
                     help="take the measured gains from this run instead (e.g. calibration/measurements/h200/"
                          "2026-12-03/layout_means: each point's mean over four memory layouts)")
+    ap.add_argument("--decisions", action="store_true",
+                    help="print the what-if's decisions scored as a policy (regret) instead of the points")
+    ap.add_argument("--margin", type=float, default=0.005, help="--decisions: the policy's margin (default 0.005)")
     args = ap.parse_args(argv)
     label = "measured gain" if args.reference is None else "measured gain (reference run)"
-    return print_or_fail(lambda: markdown(points(args.run, args.sharing, args.reference), label))
+
+    def report() -> str:
+        found = [p for run in args.run for p in points(run, args.sharing, args.reference)]
+        return decisions_markdown(found, args.margin) if args.decisions else markdown(found, label)
+    return print_or_fail(report)
 
 
 if __name__ == "__main__":

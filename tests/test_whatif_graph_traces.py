@@ -90,3 +90,16 @@ def test_a_reference_run_gives_the_measured_side(tmp_path: Path) -> None:
     assert [(p.preset, p.tokens) for p in found] == [("deepseek_v3", 2)]
     assert found[0].measured_gain == pytest.approx(0.20)
     assert "| measured gain (reference run) |" in _script().markdown(found, "measured gain (reference run)")
+
+
+def test_decisions_score_the_what_if_as_a_policy() -> None:
+    """Three hand-made points, margin 0.5 %: the what-if keeps sequential where it predicts −1 % (measured −2 %:
+    regret 0) and picks multi_stream where it predicts +3 % (measured −1 %: regret 1 point); "always" pays 2 and
+    1 points there. Mean regret what-if 1/3, always 1 point; worst 1 point for both."""
+    script = _script()
+    found = [script.Point("a", 1, "0-4", 0.05, 0.04, "p"), script.Point("a", 2, "0-4", -0.02, -0.01, "p"),
+             script.Point("a", 4, "0-4", -0.01, 0.03, "p")]
+    text = script.decisions_markdown(found, 0.005)
+    assert "| what-if | 0.33 | 1.00 | a t4 | 2/3 |" in text
+    assert "| always | 1.00 | 2.00 | a t2 | 3/3 |" in text
+    assert "the what-if beats always: mean regret 0.33 vs 1.00 points, worst 1.00 vs 2.00" in text
