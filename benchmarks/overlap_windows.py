@@ -45,8 +45,12 @@ TOLERANCE = 0.015
 
 @dataclass(frozen=True)
 class Window:
+    """One layer's windows (µs after its first kernel) and where its shared experts' first kernel starts
+    against the routing chain's first (its fork offset)."""
+
     routing_us: float
     shared_us: float
+    fork_us: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -79,11 +83,13 @@ def window(starts: Sequence[float], ends: Sequence[float], names: Sequence[str],
     grouped = next((i for i, name in enumerate(names) if is_grouped_gemm(name)), None)
     if grouped is None:
         raise InputError(f"no grouped GEMM in the layer ({len(names)} kernels)")
-    return Window(starts[grouped] - first, max(ends[i] for i in shared) - first)
+    routing = next(i for i in range(len(names)) if i not in shared)
+    return Window(starts[grouped] - first, max(ends[i] for i in shared) - first, starts[shared[0]] - starts[routing])
 
 
 def median_window(windows: Sequence[Window]) -> Window:
-    return Window(statistics.median(w.routing_us for w in windows), statistics.median(w.shared_us for w in windows))
+    return Window(*(statistics.median(getattr(w, part) for w in windows)
+                    for part in ("routing_us", "shared_us", "fork_us")))
 
 
 def steady(layers: list, per_replay: int) -> list:
@@ -157,11 +163,21 @@ def summary(points: list[PhasePoint], part: str, label: str) -> str:
             f"{sum(abs(x) <= TOLERANCE for x in small)} of {len(small)}")
 
 
+def fork_summary(points: list[PhasePoint]) -> str:
+    """Where the shared experts' first kernel starts against the routing chain's first, under multi_stream."""
+    measured = [p.measured.fork_us for p in points]
+    predicted = [p.predicted.fork_us for p in points]
+    return (f"the shared experts' first kernel starts after the routing chain's first by: measured median "
+            f"{statistics.median(measured):+.2f} µs (from {min(measured):+.2f} to {max(measured):+.2f}), "
+            f"predicted median {statistics.median(predicted):+.2f} µs")
+
+
 def markdown(points: list[PhasePoint], sharing: str) -> str:
     lines = [f"The trace what-if{sharing_label(sharing)}. Extension: the window beside the other chain minus the "
              "window alone, in points of the sequential layer.",
              f"- {summary(points, 'routing_us', 'routing chain beside the shared experts, extension')}.",
-             f"- {summary(points, 'shared_us', 'shared experts beside the routing, extension')}.", "",
+             f"- {summary(points, 'shared_us', 'shared experts beside the routing, extension')}.",
+             f"- {fork_summary(points)}.", "",
              "| preset | tokens | routing µs alone → beside: measured / predicted | routing extension measured / "
              "predicted | shared µs alone → beside: measured / predicted | shared extension measured / predicted |",
              "| --- | ---: | --- | --- | --- | --- |"]

@@ -16,12 +16,13 @@ RUN = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03" / "layer_tra
 
 def test_window_of_a_hand_made_layer() -> None:
     """Shared GEMMs at positions 0-1 (10-30 µs), routing 2-3, then the grouped GEMM at 45 µs: routing window 45 -
-    10 = 35, shared window 30 - 10 = 20; a replay's first layer is dropped."""
+    10 = 35, shared window 30 - 10 = 20, the shared experts start 2 µs before the routing chain (10 - 12); a
+    replay's first layer is dropped."""
     script = load_benchmark("overlap_windows")
     names = ["nvjet_gate_up", "nvjet_down", "router", "topk", "cutlass GroupProblemShape", "add"]
     starts, ends = [10.0, 20.0, 12.0, 18.0, 45.0, 60.0], [20.0, 30.0, 18.0, 25.0, 58.0, 61.0]
     window = script.window(starts, ends, names, [0, 1])
-    assert (window.routing_us, window.shared_us) == (35.0, 20.0)
+    assert (window.routing_us, window.shared_us, window.fork_us) == (35.0, 20.0, -2.0)
     assert script.steady(["r0a", "r0b", "r1a", "r1b"], 2) == ["r0b", "r1b"]
     with pytest.raises(Exception, match="no grouped GEMM"):
         script.window(starts, ends, ["x"] * 6, [0])
