@@ -414,13 +414,21 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
         doc["memory_latency"] = memory_latency(probe, profile.hbm_bytes_per_us, _rel(probe))
         doc["measurements"] += [_rel(probe / f"placement_probe_{op}.json.gz") for op in LATENCY_OPS]
     profile = Profile.model_validate(doc)
-    runs = sorted(p.parent for p in folder.glob("*/cases.json"))
+    runs = bench_runs(folder)
     if runs:
         say("scoring the decisions on the decode bench runs")
         doc["fit"]["decisions"] = decisions_report(profile, runs)
         doc["measurements"] += [_rel(r / "cases.json") for r in runs]
         profile = Profile.model_validate(doc)
     return profile
+
+
+def bench_runs(folder: Path) -> list[Path]:
+    """The bench runs directly under ``folder`` (``*/cases.json``), less the layout A/A runs of
+    ``kernels_real.layout_probe`` (records with ``weights_copy``): those are scored apart
+    (``benchmarks/layout_spread.py``)."""
+    return sorted(p.parent for p in folder.glob("*/cases.json")
+                  if not any("weights_copy" in case for case in load_cases(p.parent, eager_rerun=False)))
 
 
 def decisions_report(profile: Profile, runs: Sequence[Path], margin: float = 0.005) -> dict[str, Any]:
