@@ -4,6 +4,7 @@ checked when made, and the errors the layer raises."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from simulator.errors import InputError
 from simulator.workloads.presets import MoEDims
@@ -27,6 +28,16 @@ class MoEConfig(MoEDims):
         reason = self.check()
         if reason:
             raise ConfigError(reason)
+
+
+def preset_error(names: Iterable[str]) -> str | None:
+    """The error of the first unknown or invalid preset among ``names`` (None when every one is known)."""
+    for name in names:
+        try:
+            get_preset(name)
+        except ConfigError as err:
+            return str(err)
+    return None
 
 
 def get_preset(name: str) -> MoEConfig:

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from kernels_real.bench import GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step, run_env
-from kernels_real.config import ConfigError, get_preset
+from kernels_real.config import get_preset, preset_error
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, reset_current_stream
 from kernels_real.timing import time_steps
@@ -158,11 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.replays < 5:
         print("error: --replays must be at least 5", file=sys.stderr)
         return 2
-    try:
-        for name in args.presets:
-            get_preset(name)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    error = preset_error(args.presets)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     device = torch.device("cuda")
     env = run_env(device, __doc__)

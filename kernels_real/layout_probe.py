@@ -42,7 +42,7 @@ from kernels_real.bench import (
     graph_step,
     run_env,
 )
-from kernels_real.config import ConfigError, get_preset
+from kernels_real.config import get_preset, preset_error
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.profiling import chrome_trace
 from kernels_real.streams import current_stream, reset_current_stream
@@ -130,6 +130,15 @@ def gains_table(records: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def usage_error(args: argparse.Namespace) -> str | None:
+    """Why the probe cannot run as asked (None when it can): no GPU, a count below 1, an unknown preset."""
+    if not torch.cuda.is_available():
+        return "the layout probe needs a CUDA/ROCm device"
+    if min(args.weight_sets or 1, args.copies, args.captures, *args.tokens) < 1:
+        return "--weight-sets, --copies, --captures and --tokens must be at least 1"
+    return preset_error(args.presets)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kernels_real.layout_probe", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, type=Path, help="output directory")
@@ -141,17 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--captures", type=int, default=2, help="graph captures per copy and strategy (default 2)")
     p.add_argument("--no-trace", action="store_true", help="time only (no traced kernels)")
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("error: the layout probe needs a CUDA/ROCm device", file=sys.stderr)
-        return 2
-    if min(args.weight_sets or 1, args.copies, args.captures, *args.tokens) < 1:
-        print("error: --weight-sets, --copies, --captures and --tokens must be at least 1", file=sys.stderr)
-        return 2
-    try:
-        for name in args.presets:
-            get_preset(name)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    error = usage_error(args)
+    if error is not None:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     env = run_env(torch.device("cuda"), __doc__)
     timer = Timer(True, 0.12, 10, 300)

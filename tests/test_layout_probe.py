@@ -33,3 +33,11 @@ def test_copies_that_do_not_fit_become_captures_of_one_copy() -> None:
     two_by_two = layout_probe.Layouts(2, 2)
     assert layout_probe.fitted(two_by_two, 10e9, 3, 100e9) == two_by_two  # 60 GB of 85 GB usable
     assert layout_probe.fitted(two_by_two, 20e9, 3, 100e9) == layout_probe.Layouts(1, 4)  # 120 GB do not fit
+
+
+def test_preset_error_names_the_first_unknown_preset() -> None:
+    from kernels_real.config import preset_error
+
+    assert preset_error(["deepseek_v3", "llama4_scout@ep8"]) is None
+    error = preset_error(["deepseek_v3", "no_such_model", "nor_this"])
+    assert error is not None and "no_such_model" in error and "nor_this" not in error
