@@ -1,7 +1,7 @@
 """Does the layer's measured multi_stream gain depend on where its buffers sit? An A/A test of graph captures
 and of weight copies.
 
-``python -m kernels_real.layout_probe --out DIR [--presets ...] [--tokens 1 2 4] [--weight-sets 2] [--copies 2]
+``python -m kernels_real.layout_probe --out DIR [--presets ...] [--tokens 1 2 4] [--weight-sets N] [--copies 2]
 [--captures 2] [--no-trace]``
 
 Per preset, two copies of its weight sets (the same seeds, so the same values, at other addresses). Per token
@@ -10,8 +10,8 @@ count × copy × strategy (sequential, multi_stream), two CUDA-graph captures of
 Nothing else differs between the graphs of a strategy: same input, same weights' values, same kernels. All
 graphs of a token count are timed interleaved (``bench``'s rounds of bursts, each burst's first replay dropped),
 then each is traced once (one replay; the kernels kept: name, stream, start, duration, grid, block), unless
-``--no-trace``. ``--copies`` / ``--captures`` set the layouts (a preset whose two copies do not fit: one copy,
-more captures; so does a preset whose copies do not fit in memory).
+``--no-trace``. ``--copies`` / ``--captures`` set the layouts; where the copies do not fit in memory, one copy
+gets as many captures as there were layouts. The weight sets per copy default to as many as ``bench`` takes.
 
 Writes ``DIR/cases.json`` (one record per graph: preset, tokens, strategy, ``weights_copy``, ``capture``,
 ``median_us`` per layer, ...), ``DIR/kernels.json.gz`` (the traced kernels per graph, no raw traces) and
