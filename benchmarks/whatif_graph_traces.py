@@ -95,7 +95,8 @@ def points(run: Path, sharing: str = "placement", reference: Path | None = None)
                          1 - (result.whatif_layer_us or 0.0) / result.baseline_layer_us,
                          result.profile.describe() + sharing_label(sharing)))
     if not out:
-        raise InputError(f"{run}: no point with sequential and multi_stream graph traces and timings")
+        raise InputError(f"{run}: no point with sequential and multi_stream graph traces and timings"
+                         + (f" that {reference} measured too" if reference is not None else ""))
     return out
 
 
