@@ -93,7 +93,7 @@ def median_window(windows: Sequence[Window]) -> Window:
 
 
 def steady(layers: list, per_replay: int) -> list:
-    """The layers that are not a replay's first (that one runs apart: its overlap does not happen)."""
+    """The layers that are not a replay's first (that one runs apart: its branches start in another order)."""
     kept = [layer for i, layer in enumerate(layers) if per_replay < 2 or i % per_replay]
     return kept or layers
 
@@ -121,6 +121,9 @@ def simulated_window(result: SimResult, names: list[str], shared: Sequence[int])
 
 
 def phase_points(run: Path, sharing: str = "placement") -> list[PhasePoint]:
+    """Per (preset, tokens) of ``run`` with both strategies traced in graph mode: the measured windows of its
+    sequential and multi_stream traces and the what-if's, on the sequential trace with the multi_stream trace's
+    aux ops moved (``sharing``: the what-if's sharing model)."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
     out = []
