@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from simulator.decisions import POLICIES, GainPoint, Policy, measured_elsewhere, score, verdict
+from simulator.decisions import POLICIES, GainPoint, Policy, measured_elsewhere, score, scores_table, verdict
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import load_profile
 from simulator.validation import gain_points, measured_gains
@@ -73,10 +73,7 @@ def markdown(points: list[GainPoint], margin: float, profile: str, runs: list[st
     if reference is not None:
         lines += ["", f"Reference (the same matrix measured again): {', '.join(reference_runs or [])}; only the points "
                       "measured in both are scored."]
-    lines += ["", "| policy | mean regret (points) | worst (points) | worst at | chose multi_stream |",
-              "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {s.policy} | {100 * s.mean:.2f} | {100 * s.worst:.2f} | {s.worst_at} | {s.chose_multi_stream}/{s.n} |"
-              for s in scores]
+    lines += ["", *scores_table(scores)]
     lines += ["", *[f"- {line}" for line in verdict(scores)], ""]
     small = [p for p in points if p.tokens in SMALL_TOKENS]
     within = sum(abs(p.predicted_gain - p.measured_gain) <= GAIN_TOLERANCE for p in small)

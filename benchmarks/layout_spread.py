@@ -26,7 +26,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from simulator.decisions import POLICIES, measured_elsewhere, score
+from simulator.decisions import POLICIES, measured_elsewhere, score, scores_table
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.overlay import occurrence_keys
 from simulator.profile import load_profile
@@ -98,12 +98,7 @@ def decisions_section(runs: list[Path], gains: dict[Point, dict[Layout, float]],
                                                                                 for p, g in gains.items()})
                                  for i in range(count)}
     lines = [f"Decisions against the layout mean ({len(points)} points, margin {100 * margin:.1f} %; the model: "
-             f"the shape path under {profile.describe()}):", "",
-             "| policy | mean regret (points) | worst regret (points) | worst at | chose multi_stream |",
-             "| --- | ---: | ---: | --- | ---: |"]
-    for s in score(points, margin, policies):
-        lines.append(f"| {s.policy} | {100 * s.mean:.2f} | {100 * s.worst:.2f} | {s.worst_at} | "
-                     f"{s.chose_multi_stream}/{s.n} |")
+             f"the shape path under {profile.describe()}):", "", *scores_table(score(points, margin, policies))]
     within = sum(abs(p.predicted_gain - p.measured_gain) <= 0.015 for p in points if p.tokens <= 4)
     small = sum(p.tokens <= 4 for p in points)
     lines += ["", f"The shape path's predicted gain within ±1.5 points of the layout mean at 1/2/4 tokens: "

@@ -18,7 +18,6 @@ means); ``--decisions`` scores the what-if as a multi_stream policy over all the
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import layer_overlap as lo
 
-from simulator.decisions import GainPoint, score, verdict
+from simulator.decisions import GainPoint, score, scores_table, verdict
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.replay import run_whatif, sharing_label
 from simulator.validation import measured_gains
@@ -71,18 +70,13 @@ def points(run: Path, sharing: str = "placement", reference: Path | None = None)
     its records' medians per strategy), only the points it measured."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
-    cases_path = run / "cases.json"
-    if not cases_path.is_file():
+    if not (run / "cases.json").is_file():
         raise InputError(f"{run}: no cases.json (the timed medians)")
-    cases = {(c["preset"], c["tokens"], c["strategy"]): c for c in json.loads(cases_path.read_text())
-             if c["mode"] == "graph"}
     measured = measured_gains([reference if reference is not None else run])
     out = []
     for (preset, tokens, strategy), seq_record in sorted(records.items()):
         ms_record = records.get((preset, tokens, "multi_stream"))
-        seq_case, ms_case = cases.get((preset, tokens, "sequential")), cases.get((preset, tokens, "multi_stream"))
-        if (strategy != "sequential" or ms_record is None or seq_case is None or ms_case is None
-                or (preset, tokens) not in measured):
+        if strategy != "sequential" or ms_record is None or (preset, tokens) not in measured:
             continue
         seq_layer, ms_layer = lo.layers_of(seq_record, 1)[0], lo.layers_of(ms_record, 1)[0]
         positions = aux_positions(seq_layer, ms_layer)
@@ -121,13 +115,9 @@ def decisions_markdown(found: list[Point], margin: float) -> str:
     the trivial policies' on the measured gains (``simulator.decisions``)."""
     gains = [GainPoint(p.preset, p.tokens, p.measured_gain, p.predicted_gain) for p in found]
     scores = score(gains, margin)
-    lines = [f"The trace what-if as a policy: multi_stream where its predicted gain exceeds {100 * margin:.1f} % "
-             f"({len(gains)} points; profile: {found[0].profile}).", "",
-             "| policy | mean regret (points) | worst regret (points) | worst at | chose multi_stream |",
-             "| --- | ---: | ---: | --- | ---: |"]
-    lines += [f"| {'what-if' if s.policy == 'model' else s.policy} | {100 * s.mean:.2f} | {100 * s.worst:.2f} | "
-              f"{s.worst_at} | {s.chose_multi_stream}/{s.n} |" for s in scores]
-    return "\n".join([*lines, "", *(line.replace("model", "the what-if", 1) for line in verdict(scores))])
+    return "\n".join([f"The trace what-if as a policy: multi_stream where its predicted gain exceeds "
+                      f"{100 * margin:.1f} % ({len(gains)} points; profile: {found[0].profile}).", "",
+                      *scores_table(scores, "what-if"), "", *verdict(scores, "the what-if")])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -84,8 +84,9 @@ def score(points: Sequence[GainPoint], margin: float, policies: dict[str, Policy
     return out
 
 
-def verdict(scores: Sequence[PolicyScore]) -> list[str]:
-    """One line per trivial policy: does the model beat it on mean and on worst regret, and by how much."""
+def verdict(scores: Sequence[PolicyScore], label: str = "model") -> list[str]:
+    """One line per trivial policy: does the model (called ``label``) beat it on mean and on worst regret, and by
+    how much."""
     by = {s.policy: s for s in scores}
     model = by["model"]
     lines = []
@@ -96,6 +97,14 @@ def verdict(scores: Sequence[PolicyScore]) -> list[str]:
         mean_ok, worst_ok = model.mean < other.mean, model.worst < other.worst
         word = "beats" if mean_ok and worst_ok else ("ties" if model.mean == other.mean and
                                                       model.worst == other.worst else "does NOT beat")
-        lines.append(f"model {word} {name}: mean regret {100 * model.mean:.2f} vs {100 * other.mean:.2f} points, "
+        lines.append(f"{label} {word} {name}: mean regret {100 * model.mean:.2f} vs {100 * other.mean:.2f} points, "
                      f"worst {100 * model.worst:.2f} vs {100 * other.worst:.2f}")
     return lines
+
+
+def scores_table(scores: Sequence[PolicyScore], label: str = "model") -> list[str]:
+    """The policies' regrets as markdown table lines, the model's row called ``label``."""
+    return ["| policy | mean regret (points) | worst (points) | worst at | chose multi_stream |",
+            "| --- | --- | --- | --- | --- |",
+            *(f"| {label if s.policy == 'model' else s.policy} | {100 * s.mean:.2f} | {100 * s.worst:.2f} | "
+              f"{s.worst_at} | {s.chose_multi_stream}/{s.n} |" for s in scores)]

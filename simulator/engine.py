@@ -520,12 +520,10 @@ class Engine:
         running = self.running
         n = len(running)
         new_id = self.scheduler.new_id
-        if self._placing is not None:
-            rates = self._placing.placed_rates([k.demand for k in running], [k.placed for k in running])
-            if len(rates) != n:
-                raise ValueError(f"sharing model gave {len(rates)} rates for {n} running kernels")
-        elif self._fluid is None:
-            rates = self.sharing.rates([k.demand for k in running])
+        if self._fluid is None:
+            demands = [k.demand for k in running]
+            rates = (self._placing.placed_rates(demands, [k.placed for k in running]) if self._placing is not None
+                     else self.sharing.rates(demands))
             if len(rates) != n:
                 raise ValueError(f"sharing model gave {len(rates)} rates for {n} running kernels")
         elif n == 1:
