@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces, placement, layout, layoutmeans), or all (= tests+micro+sweep).
+# graphprobe, decode, layertraces, placement, layout, layoutmeans, eagertraces), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -135,6 +135,21 @@ for p in parts:
     (p / "cases.json").unlink()
     p.rmdir()
 PY
+fi
+if has eagertraces; then
+  # the user's path of the trace what-if: sequential eager traces (record_shapes: every kernel's operator and
+  # input shapes) of the layout-means points (calls 19, 24, 28) at 1/2/4/16 tokens, not timed, one preset per
+  # process, merged into eager_traces/
+  edir="$out/eager_traces"
+  for preset in ${EAGER_PRESETS:-deepseek_v3 deepseek_v3@tp2 llama4_scout llama4_scout@tp2 llama4_scout@tp4 \
+      qwen2_57b_a14b deepseek_v2_lite deepseek_v2_lite@tp2 deepseek_v2_lite@tp4 deepseek_v3@tp4 deepseek_v3@tp8 \
+      deepseek_v3@ep8 llama4_scout@tp8 llama4_scout@ep8 qwen2_57b_a14b@tp2 qwen2_57b_a14b@tp4 qwen2_57b_a14b@tp8 \
+      kimi_k2}; do
+    python3 -m kernels_real.bench --out "$edir/$preset" --trace-only --modes eager --strategies sequential \
+      --presets "$preset" --tokens 1 2 4 16 --trace-presets "$preset" --trace-tokens 1 2 4 16 \
+      2>&1 | tee -a "$out/eagertraces.log" | tail -3
+  done
+  python3 -m calibration.merge_bench_runs "$edir"
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases
