@@ -5,6 +5,8 @@ how kernels share the device or on a graph's cross-stream edge. Rather than assu
 copies from the calibrated profile, each with a source that says it was carried and not measured on that GPU:
 
 - ``host.graph_join_us``: the cost of a fork/join edge inside a replayed graph;
+- ``memory_latency``: the latency-bound kernels' slowdown against the share of the HBM ceiling the others draw
+  (per kernel class; block placement reads it);
 - ``interference``: the sharing form and its dimensionless parameters (shares of the SM slots, of the HBM and
   tensor ceilings, slowdown per unit of the others' bandwidth demand; each GPU's own ceilings scale them);
 - the ``resident`` mode of the GEMM families (which SM resources a running GEMM holds: read from the calibrated
@@ -30,7 +32,8 @@ CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
 
 
 def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
-    """The profile document ``target`` with ``source``'s graph fork/join cost, sharing model and GEMM residency,
+    """The profile document ``target`` with ``source``'s graph fork/join cost, memory-latency curves, sharing model
+    and GEMM residency,
     each labelled (the rest of the document as it was)."""
     if source.provenance != "calibrated":
         raise InputError(f"{source.name}: not a calibrated profile (provenance {source.provenance!r}); "
@@ -43,6 +46,12 @@ def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
         doc["host"]["graph_join_us"] = {
             "value": join.value,
             "source": f"NOT measured on {gpu} and no public figure: carried from {where}: {join.source}"}
+    latency = source.memory_latency
+    if latency is not None:
+        doc["memory_latency"] = {
+            "points": latency.points, "classes": latency.classes,
+            "source": f"NOT measured on {gpu} and no public figure: carried from {where} (a slowdown against the "
+                      f"share of this GPU's own HBM ceiling the other kernels draw): {latency.source}"}
     form = source.interference
     doc["interference"] = {
         "form": form.form, "params": dict(form.params), "carried_from": source.name,

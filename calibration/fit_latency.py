@@ -5,7 +5,9 @@ chain's latency-bound kernels beside shared-expert GEMMs of several shapes insid
 its HBM share is its weight bytes over its solo kernel time against the profile's HBM ceiling, and the slowdown
 is the routing kernel's time beside it over its time alone (profiled replays), median over the four kernels,
 the presets' sizes and the token counts. :func:`latency_curve` orders those points by the share and makes them
-non-decreasing (a kernel does not speed up as the load grows); the profile keeps them as ``memory_latency``.
+non-decreasing (a kernel does not speed up as the load grows); the profile keeps them as ``memory_latency``,
+pooled over the four kernels and per kernel: the four differ by how much of their time is round trips to memory
+(the sort barely slows, the gather slows most).
 Nothing here is fitted: the points are the medians.
 
 The readers of a probe run live here too (``benchmarks/placement_table.py`` prints the same runs).
@@ -58,11 +60,12 @@ def hbm_share(record: dict[str, Any], gemm: dict[str, Any], hbm_bytes_per_us: fl
     return record["N"] * record["K"] * 2 / gemm["dur_us"] / hbm_bytes_per_us
 
 
-def latency_curve(probe: Path, hbm_bytes_per_us: float) -> list[tuple[float, float]]:
-    """(HBM share of the shared GEMM, median slowdown of the latency-bound kernels beside it) per shared GEMM,
-    in order of the share, the slowdowns made non-decreasing."""
+def latency_curve(probe: Path, hbm_bytes_per_us: float,
+                  ops: tuple[str, ...] = LATENCY_OPS) -> list[tuple[float, float]]:
+    """(HBM share of the shared GEMM, median slowdown of the latency-bound kernels of ``ops`` beside it) per
+    shared GEMM, in order of the share, the slowdowns made non-decreasing."""
     by_shared: dict[str, tuple[list[float], list[float]]] = {}
-    for op in LATENCY_OPS:
+    for op in ops:
         for record in records(probe / f"placement_probe_{op}.json.gz"):
             gemm = shared_gemm(record)
             if gemm is None:
@@ -82,10 +85,12 @@ def latency_curve(probe: Path, hbm_bytes_per_us: float) -> list[tuple[float, flo
 
 def memory_latency(probe: Path, hbm_bytes_per_us: float, where: str) -> dict[str, Any]:
     """The profile's ``memory_latency`` document from the probe runs under ``probe`` (``where``: how the
-    source names them)."""
+    source names them): the pooled curve and one per probed kernel (``simulator.placement.latency_class``)."""
     points = latency_curve(probe, hbm_bytes_per_us)
     return {"points": points,
+            "classes": {op: latency_curve(probe, hbm_bytes_per_us, (op,)) for op in LATENCY_OPS},
             "source": f"measured: the placement probe's latency-bound routing kernels (top-k, softmax, sort, gather) "
                       f"beside {len(points)} shared-expert GEMMs inside CUDA graphs ({where}); per GEMM its HBM share "
                       "(weight bytes / solo time / the HBM ceiling) and the kernels' median time beside it / alone, "
-                      "made non-decreasing; nothing fitted"}
+                      "made non-decreasing: pooled over the four kernels (points) and per kernel (classes; gather "
+                      "stands for every kernel whose time is round trips to memory); nothing fitted"}

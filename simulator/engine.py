@@ -505,7 +505,8 @@ class Engine:
             return
         kernel.rate = 0.0
         if self._placing is not None:
-            kernel.placed = self._placing.place([k.placed for k in self.running], kernel.demand, kernel.geometry)
+            kernel.placed = self._placing.place([k.placed for k in self.running], kernel.demand, kernel.geometry,
+                                                 kernel.name)
         self.running.append(kernel)
         self._resolve_rates()
 

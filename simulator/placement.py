@@ -22,7 +22,11 @@ only: their blocks keep an SM's issue slots busy; other kernels' blocks mostly w
 demand as its spread and counts as light, never packed. Such a kernel is taken as latency-bound: with
 ``memory_latency`` (the profile's measured curve) its rate is divided by the slowdown the curve gives for the
 share of HBM the other running kernels draw. A kernel that demands nothing (a traced kernel whose duration
-already holds its contention) runs at its own speed.
+already holds its contention) runs at its own speed. A GEMM kernel of light blocks (cuBLAS's GEMV / dot and
+reduction kernels: a few rows, no tensor-core tile holding an SM) waits on memory as well, and is slowed the same
+way on top of its placement. How much a latency-bound kernel slows depends on how much of its time is spent on
+round trips to memory rather than on chip (:func:`latency_class`): the profile's curve for that class where it
+has one.
 
 The engine places each kernel once, when it starts (:class:`~simulator.sharing.PlacingModel`). Because a
 packed kernel keeps its cap after the kernels that crowded it end, two kernels overlapped can take longer than
@@ -38,18 +42,29 @@ from simulator.interference import capped_fill
 from simulator.profile import MemoryLatency, Profile
 from simulator.sharing import Demand
 
+_ON_CHIP_CLASSES = (("sort", "sort"), ("scan", "sort"), ("topk", "topk"), ("softmax", "softmax"))
+
+
+def latency_class(kernel: str) -> str:
+    """The memory-latency class of a latency-bound kernel, by its name: ``sort`` (sorting networks and scans,
+    worked in shared memory), ``topk`` (selection), ``softmax`` (a row reduction), or ``gather``: the rest, whose
+    time is mostly round trips to memory (gathers and scatters, copies, fills, elementwise kernels, GEMVs). These
+    are the four kernels of the placement probe, whose curves the profile keeps."""
+    name = kernel.lower()
+    return next((cls for tag, cls in _ON_CHIP_CLASSES if tag in name), "gather")
+
 
 @dataclass(frozen=True, slots=True)
 class Placed:
     """One kernel's placement: its spread and the share of the SMs its blocks occupy (fractions of the SMs),
-    whether its blocks hold whole SMs, the cap it keeps for life when it was packed (else None), and whether it
-    is slowed by the memory latency under load (a kernel without launch geometry that demands something)."""
+    whether its blocks hold whole SMs, the cap it keeps for life when it was packed (else None), and, when it is
+    slowed by the memory latency under load, its :func:`latency_class` (else None)."""
 
     spread: float
     touched: float
     full: bool
     packed_cap: float | None
-    latency_bound: bool = False
+    latency: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,22 +84,25 @@ class PlacementSharing:
             placed.append(self.place(placed, demand, None))
         return self.placed_rates(demands, placed)
 
-    def place(self, running: Sequence[Placed], demand: Demand, geometry: tuple[int, int] | None) -> Placed:
-        """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM)."""
+    def place(self, running: Sequence[Placed], demand: Demand, geometry: tuple[int, int] | None,
+              kernel: str = "") -> Placed:
+        """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM) of a GEMM
+        kernel; ``kernel``: its name (its :func:`latency_class`)."""
         if geometry is None:  # light, never packed; taken as latency-bound (its blocks mostly wait on memory),
             # unless it demands nothing (a traced kernel whose duration already holds its contention): rate 1
             # (what it touches is settled among the running kernels whenever rates are solved)
             spread = min(1.0, max(demand[0], 0.0))
-            return Placed(spread, spread, False, None, latency_bound=any(demand))
+            return Placed(spread, spread, False, None, latency_class(kernel) if any(demand) else None)
         blocks, per_sm = geometry
         spread, full = min(blocks, self.sm_count) / self.sm_count, per_sm == 1
+        latency = None if full else latency_class(kernel)  # a GEMV's light blocks wait on memory too
         capacity = blocks / (per_sm * self.sm_count)  # SMs its blocks need when packed
         room = self._room([now for now, _ in self._settle(running)], full)
         if spread <= room + 1e-12:
-            return Placed(spread, spread, full, None)
+            return Placed(spread, spread, full, None, latency)
         if not full and room > 0 and capacity <= room + 1e-12:
-            return Placed(spread, room, full, room / spread)
-        return Placed(spread, room, full, None)
+            return Placed(spread, room, full, room / spread, latency)
+        return Placed(spread, room, full, None, latency)
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
         """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
@@ -106,7 +124,7 @@ class PlacementSharing:
             return rates
         # latency-bound kernels wait longer on memory the more HBM the others draw (the measured curve)
         drawn = sum(d[1] * r for d, r in zip(demands, rates, strict=True))
-        return [r / self.memory_latency.slowdown(min(1.0, drawn - d[1] * r)) if now.latency_bound else r
+        return [r / self.memory_latency.slowdown(min(1.0, drawn - d[1] * r), now.latency) if now.latency else r
                 for r, d, (now, _) in zip(rates, demands, settled, strict=True)]
 
     def _settle(self, placements: Sequence[Placed]) -> list[tuple[Placed, float]]:
@@ -119,7 +137,7 @@ class PlacementSharing:
                 continue
             room = self._room([now for now, _ in out], p.full)
             cap = 1.0 if p.spread <= room + 1e-12 else room / p.spread if p.spread else 1.0
-            out.append((Placed(p.spread, min(p.spread, room), p.full, None, p.latency_bound), cap))
+            out.append((Placed(p.spread, min(p.spread, room), p.full, None, p.latency), cap))
         return out
 
     @staticmethod

@@ -161,30 +161,50 @@ class Link(_Model):
     topology: str | None = None
 
 
+Curve = list[tuple[float, float]]
+
+
+def _check_curve(points: Curve) -> Curve:
+    shares = [u for u, _ in points]
+    if not points or shares != sorted(shares) or not all(0.0 <= u <= 1.0 and s >= 1.0 for u, s in points):
+        raise ValueError("points are (HBM share in [0, 1], slowdown >= 1) in order of the share, at least one")
+    return points
+
+
+def _interpolate(points: Curve, share: float) -> float:
+    prev_u, prev_s = 0.0, 1.0
+    for u, s in points:
+        if share <= u:
+            return prev_s + (s - prev_s) * (share - prev_u) / (u - prev_u) if u > prev_u else s
+        prev_u, prev_s = u, s
+    return prev_s
+
+
 class MemoryLatency(_Model):
     """How much slower a latency-bound kernel runs while other kernels draw a share of HBM: measured points
     (HBM utilisation by the others, as a fraction of the ceiling; slowdown ≥ 1), linear between them, 1 at 0 and
-    flat past the last."""
+    flat past the last. ``points``: the pooled curve; ``classes``: a curve per kernel class where measured
+    (``simulator.placement.latency_class`` names a kernel's), the pooled one for a class without its own."""
 
-    points: list[tuple[float, float]] = Field(min_length=1)
+    points: Curve = Field(min_length=1)
+    classes: dict[str, Curve] = {}
     source: str = Field(min_length=1)
 
     @field_validator("points")
     @classmethod
-    def _ordered(cls, points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-        shares = [u for u, _ in points]
-        if shares != sorted(shares) or not all(0.0 <= u <= 1.0 and s >= 1.0 for u, s in points):
-            raise ValueError("points are (HBM share in [0, 1], slowdown >= 1) in order of the share")
-        return points
+    def _ordered(cls, points: Curve) -> Curve:
+        return _check_curve(points)
 
-    def slowdown(self, share: float) -> float:
-        """The slowdown at ``share`` of HBM drawn by the others."""
-        prev_u, prev_s = 0.0, 1.0
-        for u, s in self.points:
-            if share <= u:
-                return prev_s + (s - prev_s) * (share - prev_u) / (u - prev_u) if u > prev_u else s
-            prev_u, prev_s = u, s
-        return prev_s
+    @field_validator("classes")
+    @classmethod
+    def _classes_ordered(cls, classes: dict[str, Curve]) -> dict[str, Curve]:
+        for curve in classes.values():
+            _check_curve(curve)
+        return classes
+
+    def slowdown(self, share: float, kind: str | None = None) -> float:
+        """The slowdown at ``share`` of HBM drawn by the others, of a kernel of class ``kind``."""
+        return _interpolate(self.classes.get(kind, self.points) if kind is not None else self.points, share)
 
 
 class Profile(_Model):

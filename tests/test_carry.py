@@ -31,7 +31,9 @@ def test_carried_takes_the_sharing_model_join_cost_and_gemm_residency_and_says_s
     for fam in ("gemm", "grouped_gemm"):
         assert profile.kernel_families[fam].resident == source.kernel_families[fam].resident
         assert "carried from h200" in profile.kernel_families[fam].source
-    untouched = {k for k in target if k not in ("host", "interference", "kernel_families")}
+    assert profile.memory_latency is not None and profile.memory_latency.classes == source.memory_latency.classes
+    assert profile.memory_latency.source.startswith(f"NOT measured on {profile.hardware.gpu}")
+    untouched = {k for k in target if k not in ("host", "interference", "kernel_families", "memory_latency")}
     assert all(doc[k] == target[k] for k in untouched)
     assert doc["ceilings"] == target["ceilings"]
 

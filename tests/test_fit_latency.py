@@ -42,3 +42,16 @@ def test_points_are_shares_and_median_slowdowns_made_non_decreasing(tmp_path: Pa
 def test_a_missing_run_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         latency_curve(tmp_path, 4.0e6)
+
+
+def test_each_probed_kernel_keeps_its_own_curve(tmp_path: Path) -> None:
+    """The sort barely slows beside GEMM a (0.5 of a 4 MB/µs ceiling: 2.0 → 2.1 µs), the other three by 1.5×: the
+    pooled curve is their median (1.5), the sort's own curve 1.05."""
+    for op in LATENCY_OPS:
+        beside = 2.1 if op == "sort" else 3.0
+        (tmp_path / f"placement_probe_{op}.json.gz").write_bytes(
+            gzip.compress(json.dumps({"records": [_record("a", 1.0, 2.0, beside)]}).encode()))
+    curve = MemoryLatency.model_validate(memory_latency(tmp_path, 4.0e6, "hand-made"))
+    assert curve.points == [(0.5, 1.5)]
+    assert curve.classes["sort"] == [(0.5, 1.05)] and curve.classes["gather"] == [(0.5, 1.5)]
+    assert curve.slowdown(0.5, "sort") == pytest.approx(1.05) and curve.slowdown(0.5, "elsewhere") == 1.5

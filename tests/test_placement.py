@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.engine import simulate
-from simulator.placement import PlacementSharing, placement_for
+from simulator.placement import PlacementSharing, latency_class, placement_for
 from simulator.profile import MemoryLatency, load_profile
 from tests.helpers_programs import launch, program, times
 
@@ -89,6 +89,55 @@ def test_a_kernel_that_demands_nothing_keeps_its_traced_speed():
     ops = [launch("S", "main", 20, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1),
            launch("c", "aux", 5, sm=0.0, bw=0.0, tc=0.0)]
     assert times(simulate(program(ops), PlacementSharing(memory_latency=curve)))["c"] == pytest.approx((0, 5))
+
+
+def test_latency_classes_by_kernel_name():
+    """Sorting networks and scans, selections and softmaxes are worked on chip; the rest are round trips."""
+    assert latency_class("void at::native::radixSortKVInPlace<-2, -1, 16, 2, long>") == "sort"
+    assert latency_class("void at_cuda_detail::cub::detail::scan::DeviceScanKernel<int>") == "sort"
+    assert latency_class("void at::native::sbtopk::gatherTopK<float, unsigned int, 1, false>") == "topk"
+    assert latency_class("topkGatingSoftmax<float, 8>") == "topk"  # vLLM's fused routing kernel
+    assert latency_class("void (anonymous namespace)::softmax_warp_forward<float>") == "softmax"
+    for memory_bound in ("void dot_kernel<float, 128, 0>", "Memcpy DtoD (Device -> Device)",
+                         "void at::native::(anonymous namespace)::indexSelectSmallIndex<float>", ""):
+        assert latency_class(memory_bound) == "gather"
+
+
+def test_each_latency_class_slows_by_its_own_curve():
+    """Beside S drawing 0.8 of HBM, three latency-bound kernels of 5 µs on streams of their own: the sort by the
+    sort curve (0.8 → 1.25: ends at 6.25), the copy by the gather curve (0.8 → 4: ends at 20), the top-k, whose
+    class has no curve, by the pooled points (0.8 → 2: ends at 10)."""
+    curve = MemoryLatency(points=[(0.4, 1.0), (0.8, 2.0)], classes={"sort": [(0.8, 1.25)], "gather": [(0.8, 4.0)]},
+                          source="hand-made")
+    ops = [launch("S", "main", 30, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1),
+           launch("radixSortKV", "a", 5, sm=0.01, bw=0.0, tc=0.0), launch("copy", "b", 5, sm=0.01, bw=0.0, tc=0.0),
+           launch("gatherTopK", "c", 5, sm=0.01, bw=0.0, tc=0.0)]
+    streams = {name: "nonblocking" for name in ("main", "a", "b", "c")}
+    got = times(simulate(program(ops, streams), PlacementSharing(memory_latency=curve)))
+    assert got["radixSortKV"] == pytest.approx((0, 6.25))
+    assert got["copy"] == pytest.approx((0, 20))
+    assert got["gatherTopK"] == pytest.approx((0, 10))
+    assert got["S"] == pytest.approx((0, 30))
+
+
+def test_a_gemv_of_light_blocks_waits_on_memory_and_a_tensor_core_gemm_does_not():
+    """Beside S (96 full-SM blocks drawing 0.8 of HBM), with the curve 0.8 → 2: a GEMV of 30 light blocks (8 per
+    SM) fits the 36 free SMs one per SM, so its placement leaves it at full speed, but its blocks wait on memory:
+    its 5 µs end at 10. A tensor-core GEMM of 30 full-SM blocks fits too, and is not slowed: ends at 5."""
+    curve = MemoryLatency(points=[(0.4, 1.0), (0.8, 2.0)], source="hand-made")
+    sharing = PlacementSharing(memory_latency=curve)
+    stream_s = launch("S", "main", 20, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1)
+    got = times(simulate(program([stream_s, _gemm("dot_kernel", "aux", 5, 30, 8)]), sharing))
+    assert got["dot_kernel"] == pytest.approx((0, 10))
+    got = times(simulate(program([stream_s, _gemm("nvjet_tst", "aux", 5, 30, 1)]), sharing))
+    assert got["nvjet_tst"] == pytest.approx((0, 5))
+
+
+def test_memory_latency_classes_are_checked_like_the_points():
+    with pytest.raises(ValueError):
+        MemoryLatency(points=[(0.4, 1.1)], classes={"sort": [(0.8, 2.0), (0.4, 1.1)]}, source="out of order")
+    with pytest.raises(ValueError):
+        MemoryLatency(points=[(0.4, 1.1)], classes={"sort": []}, source="empty")
 
 
 def test_memory_latency_curve():

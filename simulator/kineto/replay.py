@@ -130,7 +130,8 @@ class WhatIf:
         if self.sharing == "placement":
             latency = self.profile.memory_latency
             return (f"block placement on {self.profile.hardware.sm_count} SMs from the traced GEMM kernels' grids and "
-                    f"occupancy (simulator.placement); the other kernels slowed under the HBM load by "
+                    f"occupancy (simulator.placement); the other kernels and the GEMVs (GEMM kernels of light blocks) "
+                    f"slowed under the HBM load, by kernel class, by "
                     + (f"{self.profile.name}'s memory_latency ({latency.source})" if latency is not None else
                        f"nothing ({self.profile.name} has no measured memory_latency)")
                     + f"; bandwidth and tensor-rate capacities from {self.profile.name}'s co-run fit: "
