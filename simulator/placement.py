@@ -26,7 +26,8 @@ already holds its contention) runs at its own speed. A GEMM kernel of light bloc
 reduction kernels: a few rows, no tensor-core tile holding an SM) waits on memory as well, and is slowed the same
 way on top of its placement. How much a latency-bound kernel slows depends on how much of its time is spent on
 round trips to memory rather than on chip (:func:`latency_class`): the profile's curve for that class where it
-has one.
+has one. Only the round-trip share of its time stretches: the share it streams at its own solo draw (that draw
+as a fraction of the ceiling) is bandwidth's, already shared above.
 
 The engine places each kernel once, when it starts (:class:`~simulator.sharing.PlacingModel`). Because a
 packed kernel keeps its cap after the kernels that crowded it end, two kernels overlapped can take longer than
@@ -124,8 +125,9 @@ class PlacementSharing:
             return rates
         # latency-bound kernels wait longer on memory the more HBM the others draw (the measured curve)
         drawn = sum(d[1] * r for d, r in zip(demands, rates, strict=True))
-        return [r / self.memory_latency.slowdown(min(1.0, drawn - d[1] * r), now.latency) if now.latency else r
-                for r, d, (now, _) in zip(rates, demands, settled, strict=True)]
+        curve = self.memory_latency
+        return [r / _latency_factor(curve.slowdown(min(1.0, drawn - d[1] * r), now.latency), d[1]) if now.latency
+                else r for r, d, (now, _) in zip(rates, demands, settled, strict=True)]
 
     def _settle(self, placements: Sequence[Placed]) -> list[tuple[Placed, float]]:
         """Each kernel's placement now and its SM cap, in start order: a packed kernel keeps its SMs and cap; the
@@ -146,6 +148,14 @@ class PlacementSharing:
         light blocks the SMs no full-SM block holds."""
         held = sum(p.touched for p in running if p.full or full)
         return max(0.0, 1.0 - held)
+
+
+def _latency_factor(slowdown: float, own_bw: float) -> float:
+    """How much longer a latency-bound kernel takes when its memory round trips take ``slowdown`` times longer: the
+    share of its solo time it streams at its own draw (``own_bw`` of the ceiling) is bandwidth's, shared apart;
+    the rest is waiting on round trips."""
+    streaming = min(1.0, max(own_bw, 0.0))
+    return streaming + (1.0 - streaming) * slowdown
 
 
 def placement_for(profile: Profile) -> PlacementSharing:

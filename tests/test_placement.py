@@ -133,6 +133,20 @@ def test_a_gemv_of_light_blocks_waits_on_memory_and_a_tensor_core_gemm_does_not(
     assert got["nvjet_tst"] == pytest.approx((0, 5))
 
 
+def test_only_the_round_trip_share_of_a_latency_bound_kernel_slows():
+    """Beside S (full-SM blocks drawing 0.4 of HBM; no bandwidth shortage), with round trips 3× longer (the curve
+    0.4 → 3): a kernel that draws nothing alone spends all its time on round trips, its 5 µs end at 15; one that
+    streams at 0.5 of the ceiling alone spends half its time streaming (shared as bandwidth, untouched here) and
+    half on round trips: 5 × (0.5 + 0.5 × 3) = 10."""
+    curve = MemoryLatency(points=[(0.4, 3.0)], source="hand-made")
+    stream_s = launch("S", "main", 30, sm=96 / 132, bw=0.4, tc=0.0, blocks=96, blocks_per_sm=1)
+    for bw, end in ((0.0, 15.0), (0.5, 10.0)):
+        got = times(simulate(program([stream_s, launch("e", "aux", 5, sm=0.01, bw=bw, tc=0.0)]),
+                             PlacementSharing(memory_latency=curve)))
+        assert got["e"] == pytest.approx((0, end))
+        assert got["S"] == pytest.approx((0, 30))
+
+
 def test_memory_latency_classes_are_checked_like_the_points():
     with pytest.raises(ValueError):
         MemoryLatency(points=[(0.4, 1.1)], classes={"sort": [(0.8, 2.0), (0.4, 1.1)]}, source="out of order")
