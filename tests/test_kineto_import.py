@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import InputError
-from simulator.kineto.demand import resident_blocks, sm_fraction
+from simulator.kineto.demand import op_family, resident_blocks, sm_fraction
 from simulator.kineto.events import DeviceProps, GpuOp
 from simulator.kineto.reader import read_trace
 from simulator.kineto.replay import run_whatif
@@ -226,6 +226,15 @@ def test_sm_fraction_follows_occupancy_rules() -> None:
     assert sm_fraction(small, dev, 132) == pytest.approx(0.125)
     threads = op._replace(grid=(66, 1, 1), block=(1024, 1, 1), regs=16)
     assert sm_fraction(threads, dev, 132) == pytest.approx(66 / (2 * 132))
+
+
+def test_serving_engines_moe_gemm_kernels_are_grouped_gemms() -> None:
+    """Launched outside aten (no operator says what they are), by their names: vLLM / SGLang's Triton grouped GEMM
+    is a GEMM, so block placement tracks its geometry; their routing kernels stay latency-bound elementwise."""
+    op = GpuOp("kernel", "fused_moe_kernel", 0, 7, 0.0, 1.0, 1, grid=(264, 1, 1), block=(128, 1, 1))
+    assert op_family(op, None) == "grouped_gemm"
+    for name in ("moe_align_block_size_kernel", "topkGatingSoftmax"):
+        assert op_family(op._replace(name=name), None) in ("elementwise", "topk")
 
 
 def test_latency_constants_are_what_the_fit_recovers(tmp_path: Path) -> None:

@@ -27,6 +27,9 @@ _DTYPE_BYTES = {"float": 4, "double": 8, "c10::half": 2, "c10::bfloat16": 2, "ha
 _GEMM_OPS = ("mm", "addmm", "bmm", "matmul", "linear", "baddbmm", "_scaled_mm")
 _GROUPED_OPS = ("_grouped_mm", "grouped_mm", "_scaled_grouped_mm")
 _GEMV_KERNELS = ("dot_kernel", "gemv")  # cuBLAS's matrix-vector kernels (a router GEMM at one token)
+# serving engines' routed-expert GEMMs, launched outside aten: vLLM / SGLang's Triton ``fused_moe_kernel``, AMD
+# aiter's CK ``ck_moe`` / ``fmoe`` kernels
+_MOE_GEMM_KERNELS = ("fused_moe", "moe_gemm", "ck_moe", "fmoe")
 
 
 class Demand(NamedTuple):
@@ -87,6 +90,8 @@ def op_family(op: GpuOp, cpu: CpuOp | None) -> str:
                     "index", "index_put", "scatter_add_"):
             return "permute"
     name = op.name.lower()
+    if any(tag in name for tag in _MOE_GEMM_KERNELS):
+        return "grouped_gemm"
     if any(tag in name for tag in ("gemm", "matmul", "xmma", "cutlass", "wgmma", "nvjet", "hgemm")):
         return "grouped_gemm" if "group" in name else "gemm"
     if "topk" in name:
