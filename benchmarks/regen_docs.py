@@ -35,7 +35,7 @@ MEASUREMENTS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-02"
 SELF = "python benchmarks/regen_docs.py --print "
 F_RUNS = ("kernels_real6", "kernels_real6_repeat", "kernels_real7", "kernels_real7_repeat", "kernels_real8",
           "kernels_real8_repeat")
-EARLIER = (("E", ("kernels_real5",)), ("A", ("kernels_real4",)), ("B", ("kernels_real3",)), ("C", ()))
+EARLIER = (("E", ("kernels_real5",)), ("A", ("kernels_real4",)), ("C", ()))
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ HELD_OUT_START = "calibration/measurements/h200/2026-12-03/kernels_real10"
 LAYER_TRACES = "calibration/measurements/h200/2026-12-03/layer_traces"
 LAYER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/layer_traces_heldout"
 LAYOUT_MEANS = "calibration/measurements/h200/2026-12-03/layout_means"
+EAGER_TRACES = "calibration/measurements/h200/2026-12-03/eager_traces"
 
 
 def _reproducibility() -> str:
@@ -174,6 +175,29 @@ def _whatif_decisions() -> str:
 
     found = [p for run in (LAYER_TRACES, LAYER_TRACES_HELDOUT) for p in _graph_points(run, "placement", LAYOUT_MEANS)]
     return wg.decisions_markdown(found, 0.005) + "\n"
+
+
+@cache
+def _eager_points() -> list:
+    import whatif_eager_traces as we  # benchmarks/whatif_eager_traces.py
+
+    return we.points(ROOT / EAGER_TRACES, ROOT / LAYOUT_MEANS, [])
+
+
+def _whatif_eager_traces(decisions: bool) -> str:
+    import whatif_graph_traces as wg
+
+    found = _eager_points()
+    return (wg.decisions_markdown(found, 0.005) if decisions else
+            wg.markdown(found, "measured gain (reference run)")) + "\n"
+
+
+def _latency_classes() -> str:
+    import latency_classes as lc  # benchmarks/latency_classes.py
+
+    runs = [ROOT / LAYER_TRACES, ROOT / LAYER_TRACES_HELDOUT]
+    rows = [row for run in runs for row in lc.slowdowns(run, ROOT / EAGER_TRACES)]
+    return lc.markdown(rows, _profile(), runs) + "\n"
 
 
 def _overlap_windows(run: str) -> str:
@@ -315,6 +339,11 @@ BLOCKS: dict[str, Block] = {
     "decode-whatif-decisions-layout-means": Block(
         VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES} {LAYER_TRACES_HELDOUT} --reference "
         f"{LAYOUT_MEANS} --decisions", _whatif_decisions),
+    "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
+    "decode-whatif-eager-traces": Block(VALIDATION, "python benchmarks/whatif_eager_traces.py",
+                                        partial(_whatif_eager_traces, False)),
+    "decode-whatif-eager-decisions": Block(VALIDATION, "python benchmarks/whatif_eager_traces.py --decisions",
+                                           partial(_whatif_eager_traces, True)),
     "decode-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS} --profile h200",
                                  _layout_means),
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
