@@ -114,6 +114,9 @@ LAYER_TRACES = "calibration/measurements/h200/2026-12-03/layer_traces"
 LAYER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/layer_traces_heldout"
 LAYOUT_MEANS = "calibration/measurements/h200/2026-12-03/layout_means"
 EAGER_TRACES = "calibration/measurements/h200/2026-12-03/eager_traces"
+EAGER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/eager_traces_heldout"
+LAYOUT_MEANS_HELDOUT = "calibration/measurements/h200/2026-12-03/layout_means_heldout"
+LAYER_TRACES_HELDOUT2 = "calibration/measurements/h200/2026-12-03/layer_traces_heldout2"
 
 
 def _reproducibility() -> str:
@@ -178,18 +181,41 @@ def _whatif_decisions() -> str:
 
 
 @cache
-def _eager_points() -> list:
+def _eager_points(run: str, reference: str) -> list:
     import whatif_eager_traces as we  # benchmarks/whatif_eager_traces.py
 
-    return we.points(ROOT / EAGER_TRACES, ROOT / LAYOUT_MEANS, [])
+    return we.points(ROOT / run, ROOT / reference, [])
 
 
-def _whatif_eager_traces(decisions: bool) -> str:
+def _whatif_eager_traces(decisions: bool, run: str = EAGER_TRACES, reference: str = LAYOUT_MEANS) -> str:
     import whatif_graph_traces as wg
 
-    found = _eager_points()
+    found = _eager_points(run, reference)
     return (wg.decisions_markdown(found, 0.005) if decisions else
             wg.markdown(found, "measured gain (reference run)")) + "\n"
+
+
+def _eager_cmd(decisions: bool, run: str | None = None, reference: str | None = None) -> str:
+    return ("python benchmarks/whatif_eager_traces.py" + (f" {run} --reference {reference}" if run else "")
+            + (" --decisions" if decisions else ""))
+
+
+def _graph_decisions(run: str, reference: str) -> str:
+    import whatif_graph_traces as wg
+
+    return wg.decisions_markdown(_graph_points(run, "placement", reference), 0.005) + "\n"
+
+
+def _graph_node_gaps() -> str:
+    import graph_node_gaps as gg  # benchmarks/graph_node_gaps.py
+
+    return gg.markdown(list(gg.DEFAULT_RUNS)) + "\n"
+
+
+def _layout_spread_of(run: str) -> str:
+    import layout_spread as ls
+
+    return ls.markdown([ROOT / run], "h200", 0.005) + "\n"
 
 
 def _latency_classes() -> str:
@@ -340,10 +366,22 @@ BLOCKS: dict[str, Block] = {
         VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES} {LAYER_TRACES_HELDOUT} --reference "
         f"{LAYOUT_MEANS} --decisions", _whatif_decisions),
     "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
-    "decode-whatif-eager-traces": Block(VALIDATION, "python benchmarks/whatif_eager_traces.py",
-                                        partial(_whatif_eager_traces, False)),
-    "decode-whatif-eager-decisions": Block(VALIDATION, "python benchmarks/whatif_eager_traces.py --decisions",
-                                           partial(_whatif_eager_traces, True)),
+    "decode-whatif-eager-traces": Block(VALIDATION, _eager_cmd(False), partial(_whatif_eager_traces, False)),
+    "decode-whatif-eager-decisions": Block(VALIDATION, _eager_cmd(True), partial(_whatif_eager_traces, True)),
+    **{f"decode-heldout2-eager{suffix}": Block(
+        VALIDATION, _eager_cmd(decisions, EAGER_TRACES_HELDOUT, LAYOUT_MEANS_HELDOUT),
+        partial(_whatif_eager_traces, decisions, EAGER_TRACES_HELDOUT, LAYOUT_MEANS_HELDOUT))
+       for suffix, decisions in (("", False), ("-decisions", True))},
+    "decode-heldout2-graph": Block(
+        VALIDATION, _graph_traces_cmd(LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT),
+        partial(_whatif_graph_traces, LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT)),
+    "decode-heldout2-graph-decisions": Block(
+        VALIDATION, _graph_traces_cmd(LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT) + " --decisions",
+        partial(_graph_decisions, LAYER_TRACES_HELDOUT2, LAYOUT_MEANS_HELDOUT)),
+    "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
+    "decode-heldout2-layout-means": Block(
+        VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS_HELDOUT} --profile h200",
+        partial(_layout_spread_of, LAYOUT_MEANS_HELDOUT)),
     "decode-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS} --profile h200",
                                  _layout_means),
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
