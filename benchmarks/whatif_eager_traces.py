@@ -31,16 +31,22 @@ MEASUREMENTS = Path(__file__).resolve().parents[1] / "calibration" / "measuremen
 DEFAULT_RUN = MEASUREMENTS / "eager_traces"
 DEFAULT_REFERENCE = MEASUREMENTS / "layout_means"
 REGION = "moe.shared_experts"
-_NAME = re.compile(r"(?P<preset>.+)_t(?P<tokens>\d+)_sequential_eager\.json\.gz$")
+_NAME = re.compile(r"(?P<preset>.+)_t(?P<tokens>\d+)_sequential_(?P<mode>eager|graph)\.json\.gz$")
+
+
+def sequential_traces(run: Path, mode: str) -> dict[tuple[str, int], Path]:
+    """(preset, tokens) → the sequential trace of ``run/traces`` in ``mode`` (eager or graph)."""
+    found = {}
+    for path in sorted((run / "traces").glob(f"*_sequential_{mode}.json.gz")):
+        m = _NAME.match(path.name)
+        if m:
+            found[(m["preset"], int(m["tokens"]))] = path
+    return found
 
 
 def eager_traces(run: Path) -> dict[tuple[str, int], Path]:
     """(preset, tokens) → the sequential eager trace of ``run/traces``."""
-    found = {}
-    for path in sorted((run / "traces").glob("*_sequential_eager.json.gz")):
-        m = _NAME.match(path.name)
-        if m:
-            found[(m["preset"], int(m["tokens"]))] = path
+    found = sequential_traces(run, "eager")
     if not found:
         raise InputError(f"{run}/traces: no *_sequential_eager.json.gz trace")
     return found
@@ -49,11 +55,8 @@ def eager_traces(run: Path) -> dict[tuple[str, int], Path]:
 def graph_traces(runs: list[Path]) -> dict[tuple[str, int], Path]:
     """(preset, tokens) → a sequential graph trace of the same point in ``runs`` (the first run that has it)."""
     found: dict[tuple[str, int], Path] = {}
-    for run in runs:
-        for path in sorted((run / "traces").glob("*_sequential_graph.json.gz")):
-            m = re.match(r"(?P<preset>.+)_t(?P<tokens>\d+)_sequential_graph\.json\.gz$", path.name)
-            if m:
-                found.setdefault((m["preset"], int(m["tokens"])), path)
+    for run in reversed(runs):
+        found.update(sequential_traces(run, "graph"))
     return found
 
 

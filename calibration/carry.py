@@ -33,8 +33,7 @@ CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
 
 def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
     """The profile document ``target`` with ``source``'s graph fork/join cost, memory-latency curves, sharing model
-    and GEMM residency,
-    each labelled (the rest of the document as it was)."""
+    and GEMM residency, each labelled (the rest of the document as it was)."""
     if source.provenance != "calibrated":
         raise InputError(f"{source.name}: not a calibrated profile (provenance {source.provenance!r}); "
                          "only measured quantities are carried")

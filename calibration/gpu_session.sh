@@ -10,6 +10,10 @@ out=${2:?output folder}
 mkdir -p "$out"
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$out/nvidia-smi.txt"
+# the presets and rank variants of the layer-trace matrices (calls 19 and 24): the layout means and eager traces
+LAYER_POINTS="deepseek_v3 deepseek_v3@tp2 llama4_scout llama4_scout@tp2 llama4_scout@tp4 qwen2_57b_a14b deepseek_v2_lite
+  deepseek_v2_lite@tp2 deepseek_v2_lite@tp4 deepseek_v3@tp4 deepseek_v3@tp8 deepseek_v3@ep8 llama4_scout@tp8
+  llama4_scout@ep8 qwen2_57b_a14b@tp2 qwen2_57b_a14b@tp4 qwen2_57b_a14b@tp8 kimi_k2"
 has() { [[ $parts == all && $1 =~ ^(tests|micro|sweep)$ ]] || [[ "+$parts+" == *"+$1+"* ]]; }
 python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "hip", torch.version.hip)'
 if has tests; then
@@ -116,10 +120,7 @@ if has layoutmeans; then
   # captures, or one copy × four captures where two do not fit), timing only, one preset per process; stops
   # starting presets after LAYOUT_BUDGET_S seconds
   ldir="$out/layout_means"
-  for preset in ${LAYOUT_PRESETS:-deepseek_v3 deepseek_v3@tp2 llama4_scout llama4_scout@tp2 llama4_scout@tp4 \
-      qwen2_57b_a14b deepseek_v2_lite deepseek_v2_lite@tp2 deepseek_v2_lite@tp4 deepseek_v3@tp4 deepseek_v3@tp8 \
-      deepseek_v3@ep8 llama4_scout@tp8 llama4_scout@ep8 qwen2_57b_a14b@tp2 qwen2_57b_a14b@tp4 qwen2_57b_a14b@tp8 \
-      kimi_k2}; do
+  for preset in ${LAYOUT_PRESETS:-$LAYER_POINTS}; do
     if (( SECONDS > ${LAYOUT_BUDGET_S:-480} )); then echo "skipped $preset: budget" | tee -a "$out/layoutmeans.log"; continue; fi
     python3 -m kernels_real.layout_probe --out "$ldir/$preset" --no-trace --tokens 1 2 4 16 --presets "$preset" \
       2>&1 | tee -a "$out/layoutmeans.log" | tail -6
@@ -141,10 +142,7 @@ if has eagertraces; then
   # input shapes) of the layout-means points (calls 19, 24, 28) at 1/2/4/16 tokens, not timed, one preset per
   # process, merged into eager_traces/
   edir="$out/eager_traces"
-  for preset in ${EAGER_PRESETS:-deepseek_v3 deepseek_v3@tp2 llama4_scout llama4_scout@tp2 llama4_scout@tp4 \
-      qwen2_57b_a14b deepseek_v2_lite deepseek_v2_lite@tp2 deepseek_v2_lite@tp4 deepseek_v3@tp4 deepseek_v3@tp8 \
-      deepseek_v3@ep8 llama4_scout@tp8 llama4_scout@ep8 qwen2_57b_a14b@tp2 qwen2_57b_a14b@tp4 qwen2_57b_a14b@tp8 \
-      kimi_k2}; do
+  for preset in ${EAGER_PRESETS:-$LAYER_POINTS}; do
     python3 -m kernels_real.bench --out "$edir/$preset" --trace-only --modes eager --strategies sequential \
       --presets "$preset" --tokens 1 2 4 16 --trace-presets "$preset" --trace-tokens 1 2 4 16 \
       2>&1 | tee -a "$out/eagertraces.log" | tail -3
