@@ -1,6 +1,7 @@
-"""``benchmarks/whatif_eager_traces.py`` and ``benchmarks/latency_classes.py``: the trace what-if asked as a user
-asks it (``moesim whatif trace EAGER_TRACE --aux-region moe.shared_experts --launch graph``) over the committed
-eager traces of call 29, and the per-class slowdown table read from the layer traces."""
+"""``benchmarks/whatif_eager_traces.py``, ``latency_classes.py`` and ``graph_node_gaps.py``: the trace what-if
+asked as a user asks it (``moesim whatif trace EAGER_TRACE --aux-region moe.shared_experts --launch graph``) over
+the committed eager traces of call 29, the per-class slowdown table read from the layer traces, and the gaps
+around a graph's memset nodes."""
 
 from __future__ import annotations
 
@@ -65,3 +66,24 @@ def test_latency_classes_over_the_layer_traces() -> None:
     quiet = sorted(s for cls, share, s in rows if cls == "gather" and share < 0.1)
     loud = sorted(s for cls, share, s in rows if cls == "gather" and share >= 0.7)
     assert abs(quiet[len(quiet) // 2] - 1.0) < 0.05 and loud[len(loud) // 2] > 1.5
+
+
+def test_graph_node_gaps_on_a_hand_made_trace(tmp_path) -> None:
+    """One stream: kernel a (0–2 µs), memset (2.5–3), GEMM nvjet (8–10), kernel b (10.4–11): the gaps are kernel →
+    memset 0.5, memset → GEMM 5, GEMM → kernel 0.4 (a kernel → kernel gap); a second stream is read apart."""
+    import gzip
+
+    script = load_benchmark("graph_node_gaps")
+
+    def op(cat: str, name: str, ts: float, dur: float, stream: int = 7) -> dict:
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "args": {"stream": stream}}
+
+    events = [op("kernel", "a", 0, 2), op("gpu_memset", "Memset (Device)", 2.5, 0.5), op("kernel", "nvjet_tst", 8, 2),
+              op("kernel", "b", 10.4, 0.6), op("kernel", "other_stream", 3, 1, stream=9)]
+    (tmp_path / "traces").mkdir()
+    trace = tmp_path / "traces" / "x_t1_sequential_graph.json.gz"
+    trace.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    got = script.gaps(trace)
+    assert got["kernel → memset"] == [0.5] and got["memset → GEMM"] == [5.0]
+    assert got["kernel → kernel"] == [pytest.approx(0.4)] and "memset → other kernel" not in got
+    assert "| 1 | 5.00 |" in script.markdown([tmp_path])
