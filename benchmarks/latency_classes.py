@@ -78,11 +78,12 @@ def slowdowns(run: Path, eager: Path) -> list[tuple[str, float, float]]:
         if strategy != "sequential" or tokens not in SMALL_TOKENS or multi is None or not trace.is_file():
             continue
         demands = eager_demands(trace)
+        replays = lo.replays_per_trace(run / sequential["trace"])  # both strategies traced alike (one command)
         alone: dict[tuple[str, int], list[float]] = defaultdict(list)
-        for layer in lo.layers_of(sequential, lo.replays_per_trace(run / sequential["trace"])):
+        for layer in lo.layers_of(sequential, replays):
             for key, k in lo.keyed(layer).items():
                 alone[key].append(k["dur_us"])
-        for layer in lo.layers_of(multi, lo.replays_per_trace(run / multi["trace"])):
+        for layer in lo.layers_of(multi, replays):
             aux = lo.aux_stream(layer)
             kernels = list(lo.keyed(layer).items())
             grouped = [k["start_us"] for _, k in kernels if k["stream"] != aux and is_grouped_gemm(k["name"])]

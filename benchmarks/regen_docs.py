@@ -173,11 +173,6 @@ def _graph_traces_cmd(run: str, sharing: str, reference: str | None = None) -> s
     return f"python benchmarks/whatif_graph_traces.py {run}{flag}" + (f" --reference {reference}" if reference else "")
 
 
-def _whatif_decisions() -> str:
-    import whatif_graph_traces as wg
-
-    found = [p for run in (LAYER_TRACES, LAYER_TRACES_HELDOUT) for p in _graph_points(run, "placement", LAYOUT_MEANS)]
-    return wg.decisions_markdown(found, 0.005) + "\n"
 
 
 @cache
@@ -200,10 +195,12 @@ def _eager_cmd(decisions: bool, run: str | None = None, reference: str | None = 
             + (" --decisions" if decisions else ""))
 
 
-def _graph_decisions(run: str, reference: str) -> str:
+def _graph_decisions(runs: tuple[str, ...], reference: str) -> str:
+    """The graph-trace what-if over ``runs`` as a multi_stream policy, scored on ``reference``'s gains."""
     import whatif_graph_traces as wg
 
-    return wg.decisions_markdown(_graph_points(run, "placement", reference), 0.005) + "\n"
+    found = [p for run in runs for p in _graph_points(run, "placement", reference)]
+    return wg.decisions_markdown(found, 0.005) + "\n"
 
 
 def _graph_node_gaps() -> str:
@@ -232,10 +229,6 @@ def _overlap_windows(run: str) -> str:
     return ow.markdown(ow.phase_points(ROOT / run), "placement") + "\n"
 
 
-def _layout_means() -> str:
-    import layout_spread as ls
-
-    return ls.markdown([ROOT / LAYOUT_MEANS], "h200", 0.005) + "\n"
 
 
 def _sharing_forms() -> str:
@@ -364,7 +357,7 @@ BLOCKS: dict[str, Block] = {
        for suffix, run in (("", LAYER_TRACES), ("-heldout", LAYER_TRACES_HELDOUT))},
     "decode-whatif-decisions-layout-means": Block(
         VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES} {LAYER_TRACES_HELDOUT} --reference "
-        f"{LAYOUT_MEANS} --decisions", _whatif_decisions),
+        f"{LAYOUT_MEANS} --decisions", partial(_graph_decisions, (LAYER_TRACES, LAYER_TRACES_HELDOUT), LAYOUT_MEANS)),
     "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
     "decode-whatif-eager-traces": Block(VALIDATION, _eager_cmd(False), partial(_whatif_eager_traces, False)),
     "decode-whatif-eager-decisions": Block(VALIDATION, _eager_cmd(True), partial(_whatif_eager_traces, True)),
@@ -377,13 +370,13 @@ BLOCKS: dict[str, Block] = {
         partial(_whatif_graph_traces, LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT)),
     "decode-heldout2-graph-decisions": Block(
         VALIDATION, _graph_traces_cmd(LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT) + " --decisions",
-        partial(_graph_decisions, LAYER_TRACES_HELDOUT2, LAYOUT_MEANS_HELDOUT)),
+        partial(_graph_decisions, (LAYER_TRACES_HELDOUT2,), LAYOUT_MEANS_HELDOUT)),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "decode-heldout2-layout-means": Block(
         VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS_HELDOUT} --profile h200",
         partial(_layout_spread_of, LAYOUT_MEANS_HELDOUT)),
     "decode-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS} --profile h200",
-                                 _layout_means),
+                                 partial(_layout_spread_of, LAYOUT_MEANS)),
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
