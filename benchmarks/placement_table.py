@@ -2,11 +2,13 @@
 GEMM shape (with the blocks its cuBLAS grid holds, one per SM) and router (fp32 and bf16), the medians of S, R
 and S|R at one token count and the overlap 1 − (S|R) / (S + R): negative where the pair runs slower than in
 sequence. For the fp32 router GEMM kernel also its time alone and beside S (profiled replays, median over the
-weight sets) and what SM packing predicts with no fitted parameter: its blocks, spread one per SM when alone,
-packed onto the SMs the shared GEMM's blocks leave free and kept there, run at free / spread of their solo rate:
-solo × min(blocks, SMs) / (SMs − shared blocks). Where its blocks do not all fit on the free SMs (blocks per SM
-from its registers, threads and shared memory against the H200's limits) the rest wait for the shared GEMM:
-"waits" instead of a figure.
+weight sets) and what the model's packing law predicts (``simulator.placement.packing_slowdown`` with the h200
+profile's ``issue_warps``, measured on these very records: read the column as a check of the law's form, not as
+held-out): its blocks, one per SM alone, packed onto the SMs the shared GEMM's blocks leave free and kept there;
+the busiest SM holds ceil(blocks / free SMs) of them and runs their warps at full speed up to ``issue_warps``,
+slower in proportion past it. Where its blocks do not all fit on the free SMs (blocks per SM from its registers,
+threads and shared memory against the H200's limits) the rest wait for the shared GEMM: "waits" instead of a
+figure.
 
 ``--op topk|softmax|sort|gather`` prints instead the runs that put one of the latency-bound routing kernels
 beside S: per shared GEMM and preset sizes, the kernel's blocks × threads, its time alone and beside S, and the
@@ -29,15 +31,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from calibration.fit_latency import LATENCY_OPS, hbm_share, main_kernel, records, shared_gemm
+from calibration.fit_latency import LATENCY_OPS, blocks_per_sm, hbm_share, main_kernel, records, shared_gemm
 from simulator.errors import InputError, print_or_fail
-from simulator.kineto.demand import resident_blocks
-from simulator.kineto.events import DeviceProps, GpuOp
+from simulator.placement import packing_slowdown
 
-# the probe's GPU as its traces' deviceProperties give it (an H200)
-H200 = DeviceProps(id=0, name="NVIDIA H200", num_sms=132, max_threads_per_sm=2048, regs_per_sm=65536,
-                   smem_per_sm=233472, warp_size=32)
-SM_COUNT = H200.num_sms
+SM_COUNT = 132  # the probe's GPU, an H200
 PROBE = Path("calibration/measurements/h200/2026-12-03/placement_probe")
 RUNS = {"fp32": PROBE / "placement_probe_fp32.json.gz", "bf16": PROBE / "placement_probe_bf16.json.gz"}
 
@@ -48,27 +46,22 @@ def shared_blocks(record: dict[str, Any]) -> int | None:
     return math.prod(gemm["grid"]) if gemm is not None and gemm.get("grid") else None
 
 
-def blocks_per_sm(kernel: dict[str, Any]) -> int:
-    """How many of a kernel's blocks one H200 SM holds (the occupancy rules of ``simulator.kineto.demand``)."""
-    op = GpuOp(kind="kernel", name="", device=0, stream=0, ts=0.0, dur=kernel.get("dur_us", 0.0), corr=None,
-               block=tuple(kernel["block"]), regs=kernel.get("registers per thread"),
-               smem=kernel.get("shared memory"))
-    return resident_blocks(op, H200) or 1
-
-
-def router_times(record: dict[str, Any]) -> tuple[int, int, float, float]:
-    """The router GEMM kernel's blocks, blocks per SM, and its median duration alone and beside the shared GEMM."""
+def router_times(record: dict[str, Any]) -> tuple[int, int, int, float, float]:
+    """The router GEMM kernel's blocks, blocks per SM and warps per block, and its median duration alone and
+    beside the shared GEMM."""
     router, solo, beside = main_kernel(record)
-    return math.prod(router["grid"]), blocks_per_sm(router), solo, beside
+    return (math.prod(router["grid"]), blocks_per_sm(record, router), -(-math.prod(router["block"]) // 32), solo,
+            beside)
 
 
-def packed_us(solo_us: float, blocks: int, per_sm: int, shared_blocks: int) -> float | None:
-    """The SM-packing law: the router's blocks on the SMs left free, at free / spread of their solo rate; None
-    where they do not all fit there (the rest wait for the shared GEMM's blocks to retire)."""
+def packed_us(solo_us: float, blocks: int, per_sm: int, warps: int, shared_blocks: int,
+              issue_warps: float) -> float | None:
+    """The packing law: the router's blocks on the SMs left free, at 1 / ``packing_slowdown`` of their solo
+    rate; None where they do not all fit there (the rest wait for the shared GEMM's blocks to retire)."""
     free = SM_COUNT - shared_blocks
     if free <= 0 or blocks > free * per_sm:
         return None
-    return solo_us * max(1.0, min(blocks, SM_COUNT) / free)
+    return solo_us * packing_slowdown(blocks, warps, free, SM_COUNT, issue_warps)
 
 
 def overlap(med: dict[str, float]) -> float:
@@ -76,17 +69,24 @@ def overlap(med: dict[str, float]) -> float:
 
 
 def markdown(tokens: int) -> str:
+    from simulator.profile import load_profile
+
+    profile = load_profile("h200")
+    if profile.issue_warps is None:
+        raise InputError(f"profile {profile.name}: no issue_warps (refit with the placement probe's router runs)")
+    issue_warps = profile.issue_warps.value
     by_dtype = {dtype: {(r["shared"], r["router"]): r for r in records(path) if r["tokens"] == tokens}
                 for dtype, path in RUNS.items()}
     lines = [f"{tokens} token(s); µs per step, medians of event-timed graph replays; overlap = 1 − (S|R) / (S + R).",
+             f"Packing law: {profile.describe()}'s issue_warps {issue_warps:.2f} warps per SM.",
              "", "| shared GEMM (blocks) | router | S | R fp32 | S\\|R fp32 | overlap fp32 | router kernel: blocks, "
              "alone → beside S (packing law) | R bf16 | S\\|R bf16 | overlap bf16 |",
              "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for key, fp32 in by_dtype["fp32"].items():
         bf16 = by_dtype["bf16"].get(key)
         m32, held = fp32["median_us"], shared_blocks(fp32)
-        blocks, per_sm, solo, beside = router_times(fp32)
-        law = packed_us(solo, blocks, per_sm, held) if held is not None else None
+        blocks, per_sm, warps, solo, beside = router_times(fp32)
+        law = packed_us(solo, blocks, per_sm, warps, held, issue_warps) if held is not None else None
         row = (f"| {key[0]} ({held}) | {key[1]} | {m32['S']:.1f} | {m32['R']:.1f} | {m32['S|R']:.1f} | "
                f"{100 * overlap(m32):+.0f} % | {blocks}, {solo:.1f} → {beside:.1f} "
                f"({'waits' if law is None else f'{law:.1f}'}) |")

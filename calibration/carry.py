@@ -7,6 +7,8 @@ copies from the calibrated profile, each with a source that says it was carried 
 - ``host.graph_join_us``: the cost of a fork/join edge inside a replayed graph;
 - ``memory_latency``: the latency-bound kernels' slowdown against the share of the HBM ceiling the others draw
   (per kernel class; block placement reads it);
+- ``issue_warps``: the resident warps per SM (wavefronts per CU) at which a light-block GEMM's blocks saturate it
+  (block placement's packing law; the H200, B200 and MI300X each issue from four schedulers / SIMDs per SM / CU);
 - ``interference``: the sharing form and its dimensionless parameters (shares of the SM slots, of the HBM and
   tensor ceilings, slowdown per unit of the others' bandwidth demand; each GPU's own ceilings scale them);
 - the ``resident`` mode of the GEMM families (which SM resources a running GEMM holds: read from the calibrated
@@ -32,8 +34,8 @@ CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
 
 
 def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
-    """The profile document ``target`` with ``source``'s graph fork/join cost, memory-latency curves, sharing model
-    and GEMM residency, each labelled (the rest of the document as it was)."""
+    """The profile document ``target`` with ``source``'s graph fork/join cost, memory-latency curves, issue warps,
+    sharing model and GEMM residency, each labelled (the rest of the document as it was)."""
     if source.provenance != "calibrated":
         raise InputError(f"{source.name}: not a calibrated profile (provenance {source.provenance!r}); "
                          "only measured quantities are carried")
@@ -51,6 +53,11 @@ def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
             "points": latency.points, "classes": latency.classes,
             "source": f"NOT measured on {gpu} and no public figure: carried from {where} (a slowdown against the "
                       f"share of this GPU's own HBM ceiling the other kernels draw): {latency.source}"}
+    if source.issue_warps is not None:
+        doc["issue_warps"] = {
+            "value": source.issue_warps.value,
+            "source": f"NOT measured on {gpu} and no public figure: carried from {where} (both issue from four "
+                      f"schedulers per SM / SIMDs per CU): {source.issue_warps.source}"}
     form = source.interference
     doc["interference"] = {
         "form": form.form, "params": dict(form.params), "carried_from": source.name,

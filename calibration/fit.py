@@ -29,7 +29,7 @@ from calibration.fit_graph_corun import (
     pieces_of,
 )
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
-from calibration.fit_latency import LATENCY_OPS, memory_latency
+from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, memory_latency
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from simulator.decisions import score, verdict
@@ -371,8 +371,8 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     """The graph fork/join cost (``host.graph_join_us``) and the sharing form fitted on the decode-regime
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
     S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load where the
-    folder has the placement probe's runs (``calibration.fit_latency``); then the decisions it makes on the
-    folder's bench runs."""
+    folder has the placement probe's runs, and from its router runs the warps an SM runs at full speed
+    (``calibration.fit_latency``); then the decisions it makes on the folder's bench runs."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
     if not path.exists():
         raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
@@ -413,6 +413,10 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
         say("reading the latency-bound kernels' slowdown under HBM load from the placement probe")
         doc["memory_latency"] = memory_latency(probe, profile.hbm_bytes_per_us, _rel(probe))
         doc["measurements"] += [_rel(probe / f"placement_probe_{op}.json.gz") for op in LATENCY_OPS]
+    if all((probe / run).is_file() for run in ROUTER_RUNS):
+        say("reading the warps an SM runs at full speed from the placement probe's packed router GEMMs")
+        doc["issue_warps"] = issue_warps(probe, _rel(probe))
+        doc["measurements"] += [_rel(probe / run) for run in ROUTER_RUNS]
     profile = Profile.model_validate(doc)
     runs = bench_runs(folder)
     if runs:

@@ -10,6 +10,11 @@ pooled over the four kernels and per kernel: the four differ by how much of thei
 (the sort barely slows, the gather slows most).
 Nothing here is fitted: the points are the medians.
 
+:func:`issue_warps` reads the same probe's fp32 router GEMMs (calls 20–21) where their light blocks were packed
+onto the SMs a shared GEMM's full-SM blocks left free: the busiest SM held ceil(blocks / free SMs) of them, alone
+ceil(blocks / SMs), and the router ran that many warps per SM at its slowdown; per record the resident warps an
+SM runs at full speed follow (``simulator.placement.packing_slowdown``), and the profile keeps their median.
+
 The readers of a probe run live here too (``benchmarks/placement_table.py`` prints the same runs).
 """
 
@@ -17,13 +22,20 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
+from simulator.kineto.demand import op_family, resident_blocks, tracks_placement
+from simulator.kineto.events import DeviceProps, GpuOp
 
 LATENCY_OPS = ("topk", "softmax", "sort", "gather")
+ROUTER_RUNS = ("placement_probe_fp32.json.gz", "placement_probe_bf16.json.gz")
+# the probe's GPU as its traces' deviceProperties give it (an H200)
+H200 = DeviceProps(id=0, name="NVIDIA H200", num_sms=132, max_threads_per_sm=2048, regs_per_sm=65536,
+                   smem_per_sm=233472, warp_size=32)
 
 
 def records(path: Path) -> list[dict[str, Any]]:
@@ -94,3 +106,58 @@ def memory_latency(probe: Path, hbm_bytes_per_us: float, where: str) -> dict[str
                       "(weight bytes / solo time / the HBM ceiling) and the kernels' median time beside it / alone, "
                       "made non-decreasing: pooled over the four kernels (points) and per kernel (classes; gather "
                       "stands for every kernel whose time is round trips to memory); nothing fitted"}
+
+
+def _gpu_op(record: dict[str, Any], kernel: dict[str, Any]) -> GpuOp:
+    """A probe kernel as the trace reader's ``GpuOp`` (its name looked up in the record's name table)."""
+    name = kernel["name"] if isinstance(kernel["name"], str) else record["kernels"]["names"][kernel["name"]]
+    return GpuOp(kind="kernel", name=name, device=0, stream=0, ts=0.0, dur=kernel.get("dur_us", 0.0), corr=None,
+                 grid=tuple(kernel["grid"]), block=tuple(kernel["block"]), regs=kernel.get("registers per thread"),
+                 smem=kernel.get("shared memory"))
+
+
+def blocks_per_sm(record: dict[str, Any], kernel: dict[str, Any]) -> int:
+    """How many of a kernel's blocks one H200 SM holds (the occupancy rules of ``simulator.kineto.demand``)."""
+    return resident_blocks(_gpu_op(record, kernel), H200) or 1
+
+
+def packed_warps(record: dict[str, Any]) -> tuple[str, int, int, int, float] | None:
+    """For a record whose routing GEMM of light blocks was packed beside the shared GEMM's full-SM blocks:
+    (its kernel's name, blocks, warps per block, SMs left free, slowdown beside the shared GEMM); None for any
+    other record (a kernel that is no GEMM, that ran more than one block per SM alone or one per free SM beside
+    the GEMM, or whose blocks did not all fit)."""
+    gemm = shared_gemm(record)
+    if gemm is None or blocks_per_sm(record, gemm) != 1:
+        return None
+    kernel, solo, beside = main_kernel(record)
+    op = _gpu_op(record, kernel)
+    blocks, per_sm = math.prod(kernel["grid"]), blocks_per_sm(record, kernel)
+    free = H200.num_sms - math.prod(gemm["grid"])
+    if not tracks_placement(op, op_family(op, None)) or per_sm == 1 or free <= 0 or blocks > free * per_sm:
+        return None
+    if blocks > H200.num_sms or blocks <= free:  # alone one per SM; packed, more than one on some SM
+        return None
+    return op.name, blocks, -(-math.prod(kernel["block"]) // H200.warp_size), free, beside / solo
+
+
+def issue_warps(probe: Path, where: str) -> dict[str, Any]:
+    """The profile's ``issue_warps`` figure: per packed record (:func:`packed_warps`) the warps of the router's
+    busiest SM over its slowdown (alone its blocks ran one per SM), the median."""
+    estimates = []
+    for run in ROUTER_RUNS:
+        for record in records(probe / run):
+            packed = packed_warps(record)
+            if packed is None:
+                continue
+            _, blocks, warps, free, slowdown = packed
+            estimates.append(math.ceil(blocks / free) * warps / max(slowdown, 1.0))
+    if not estimates:
+        raise InputError(f"{probe}: no packed router GEMM in the placement probe's router runs")
+    deciles = statistics.quantiles(estimates, n=10) if len(estimates) > 1 else estimates * 9
+    q10, q90 = deciles[0], deciles[-1]
+    return {"value": round(statistics.median(estimates), 3),
+            "source": f"measured: the placement probe's fp32 router GEMMs whose light blocks were packed onto the SMs "
+                      f"a shared GEMM's full-SM blocks left free ({where}; {len(estimates)} records): per record the "
+                      "warps on the busiest SM (ceil(blocks / free SMs) × warps per block) over the router's "
+                      f"slowdown beside the GEMM, median (p10 {q10:.2f}, p90 {q90:.2f} warps); nothing fitted"}
+

@@ -66,10 +66,11 @@ class _Kernel:
     ``index``: its op's index; ``gap``: the device gap before it starts; ``replay``: the replay it belongs to
     (None: eager); ``remaining``: solo µs of work left; ``demand_id``: equal demands share one; ``solo``: its
     rate alone under the default fluid model (0 under another model: not read); ``geometry``: (blocks, blocks
-    per SM) where the launch says, read by a placing model, which sets ``placed`` when the kernel starts;
-    ``queued``: its completion is still to be pushed. Set when it starts: ``start``, ``updated`` (when
-    ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and ``eid`` (its
-    completion's time and event id), then ``event`` (the completion pushed; an earlier one is superseded)."""
+    per SM, warps per block or None) where the launch says, read by a placing model, which sets ``placed`` when
+    the kernel starts; ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
+    ``updated`` (when ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and
+    ``eid`` (its completion's time and event id), then ``event`` (the completion pushed; an earlier one is
+    superseded)."""
 
     __slots__ = ("at", "demand", "demand_id", "eid", "event", "gap", "geometry", "index", "name", "placed", "queued",
                  "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
@@ -266,7 +267,7 @@ class Engine:
                 kernel = _kernel(index, stream, gap, replay, fields["kernel"], fields["region"], fields["dur_us"],
                                  demand, known[0], known[1])
                 if placing and fields["blocks"] is not None and fields["blocks_per_sm"] is not None:
-                    kernel.geometry = (fields["blocks"], fields["blocks_per_sm"])
+                    kernel.geometry = (fields["blocks"], fields["blocks_per_sm"], fields["warps_per_block"])
                 append(_plan_entry(_LAUNCH, cost, index, stream, "", None, kernel))
             elif kind == "record":
                 event = fields["event"]

@@ -9,9 +9,13 @@ A kernel whose launch geometry is known has ``blocks`` thread blocks, of which o
   free up, so its SM share is re-solved whenever a kernel ends;
 - a kernel of **light blocks** (``per_sm`` > 1) also fits beside other light blocks, but not on SMs held by
   full-SM blocks. When its blocks fit on the SMs left to it only by packing several per SM, they are packed
-  there at launch and **stay** there: it runs at (SMs left) / spread of its solo rate for its whole life, even
-  after the kernels that crowded it have ended (the layer traces' fp32 router GEMM beside the shared experts).
-  When even packing leaves blocks over, those wait, and its share is re-solved as SMs free up.
+  there at launch and **stay** there for its whole life, even after the kernels that crowded it have ended (the
+  layer traces' fp32 router GEMM beside the shared experts). How much slower it runs is set by the busiest SM,
+  which holds ceil(blocks / SMs left) of its blocks (alone: ceil(blocks / SMs)): an SM runs ``issue_warps``
+  resident warps at full speed, and a block's time stretches as the SM's warps exceed that, so the kernel runs at
+  :func:`packing_slowdown` of its solo rate (without ``issue_warps`` or the block's warps: (SMs left) / spread,
+  the blocks' share of the SMs). When even packing leaves blocks over, those wait, and its share is re-solved as
+  SMs free up.
 
 A kernel whose blocks find no SM waits (rate 0) until SMs free up. Light kernels that are not packed have blocks
 that retire and are replaced while they run, so they share the SMs no full-SM block holds max-min fairly by their
@@ -22,12 +26,15 @@ only: their blocks keep an SM's issue slots busy; other kernels' blocks mostly w
 demand as its spread and counts as light, never packed. Such a kernel is taken as latency-bound: with
 ``memory_latency`` (the profile's measured curve) its rate is divided by the slowdown the curve gives for the
 share of HBM the other running kernels draw. A kernel that demands nothing (a traced kernel whose duration
-already holds its contention) runs at its own speed. A GEMM kernel of light blocks (cuBLAS's GEMV / dot and
-reduction kernels: a few rows, no tensor-core tile holding an SM) waits on memory as well, and is slowed the same
-way on top of its placement. How much a latency-bound kernel slows depends on how much of its time is spent on
-round trips to memory rather than on chip (:func:`latency_class`): the profile's curve for that class where it
-has one. Only the round-trip share of its time stretches: the share it streams at its own solo draw (that draw
-as a fraction of the ceiling) is bandwidth's, already shared above.
+already holds its contention) runs at its own speed. How much a latency-bound kernel slows depends on how much of
+its time is spent on round trips to memory rather than on chip (:func:`latency_class`): the profile's curve for
+that class where it has one. Only the round-trip share of its time stretches: the share it streams at its own
+solo draw (that draw as a fraction of the ceiling) is bandwidth's, already shared above. A GEMM kernel of light
+blocks (cuBLAS's GEMV / dot and reduction kernels, SIMT GEMMs: a few rows, no tensor-core tile holding an SM)
+waits on memory as well. A packed kernel slows by the larger of its packing and its memory latency, not by both:
+the blocks packed onto one SM wait on their round trips side by side, so longer round trips cost it only where
+they outlast the time its SM takes to issue the packed blocks' work (the placement probe's fp32 router GEMMs,
+packed four blocks per SM beside streaming shared GEMMs, ran as slow as their packing says and no slower).
 
 The engine places each kernel once, when it starts (:class:`~simulator.sharing.PlacingModel`). Because a
 packed kernel keeps its cap after the kernels that crowded it end, two kernels overlapped can take longer than
@@ -36,6 +43,7 @@ the two in sequence, as the measured fp32 router GEMM beside a shared-expert GEM
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -68,15 +76,28 @@ class Placed:
     latency: str | None = None
 
 
+def packing_slowdown(blocks: int, warps: int, sms: int, sm_count: int, issue_warps: float) -> float:
+    """How much slower a kernel of ``blocks`` blocks of ``warps`` warps runs on ``sms`` SMs than alone on
+    ``sm_count``: its busiest SM holds ceil(blocks / SMs) of its blocks, and an SM runs ``issue_warps`` resident
+    warps at full speed, more in proportion to their count."""
+
+    def busiest(on: int) -> float:
+        return max(1.0, math.ceil(blocks / max(1, on)) * warps / issue_warps)
+
+    return busiest(sms) / busiest(sm_count)
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementSharing:
     """Block placement on ``sm_count`` SMs; ``bw_capacity`` / ``tc_capacity`` as in ``ResidencySharing``;
-    ``memory_latency``: the latency-bound kernels' slowdown under load (None: not slowed)."""
+    ``memory_latency``: the latency-bound kernels' slowdown under load (None: not slowed); ``issue_warps``: the
+    resident warps an SM runs at full speed (None: a packed kernel slows by its blocks' share of the SMs)."""
 
     sm_count: int = 132
     bw_capacity: float = 1.0
     tc_capacity: float = 1.0
     memory_latency: MemoryLatency | None = None
+    issue_warps: float | None = None
 
     def rates(self, demands: Sequence[Demand]) -> list[float]:
         """Rates without placements (no geometry known): each kernel placed in turn, in start order."""
@@ -85,16 +106,16 @@ class PlacementSharing:
             placed.append(self.place(placed, demand, None))
         return self.placed_rates(demands, placed)
 
-    def place(self, running: Sequence[Placed], demand: Demand, geometry: tuple[int, int] | None,
+    def place(self, running: Sequence[Placed], demand: Demand, geometry: tuple[int, int, int | None] | None,
               kernel: str = "") -> Placed:
-        """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM) of a GEMM
-        kernel; ``kernel``: its name (its :func:`latency_class`)."""
+        """Where a kernel starting now lands beside ``running``; ``geometry``: (blocks, blocks per SM, warps per
+        block or None) of a GEMM kernel; ``kernel``: its name (its :func:`latency_class`)."""
         if geometry is None:  # light, never packed; taken as latency-bound (its blocks mostly wait on memory),
             # unless it demands nothing (a traced kernel whose duration already holds its contention): rate 1
             # (what it touches is settled among the running kernels whenever rates are solved)
             spread = min(1.0, max(demand[0], 0.0))
             return Placed(spread, spread, False, None, latency_class(kernel) if any(demand) else None)
-        blocks, per_sm = geometry
+        blocks, per_sm, warps = geometry
         spread, full = min(blocks, self.sm_count) / self.sm_count, per_sm == 1
         latency = None if full else latency_class(kernel)  # a GEMV's light blocks wait on memory too
         capacity = blocks / (per_sm * self.sm_count)  # SMs its blocks need when packed
@@ -102,14 +123,22 @@ class PlacementSharing:
         if spread <= room + 1e-12:
             return Placed(spread, spread, full, None, latency)
         if not full and room > 0 and capacity <= room + 1e-12:
-            return Placed(spread, room, full, room / spread, latency)
+            return Placed(spread, room, full, self._packed_cap(blocks, warps, spread, room), latency)
         return Placed(spread, room, full, None, latency)
+
+    def _packed_cap(self, blocks: int, warps: int | None, spread: float, room: float) -> float:
+        """The rate a kernel packed onto ``room`` of the SMs keeps for life: 1 / :func:`packing_slowdown`, or
+        the blocks' share of the SMs where the warps or ``issue_warps`` are unknown."""
+        if self.issue_warps is None or warps is None:
+            return room / spread
+        sms = math.floor(room * self.sm_count + 1e-9)
+        return 1.0 / packing_slowdown(blocks, warps, sms, self.sm_count, self.issue_warps)
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
         """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
         the kernels before them leave); then, under those caps, the SMs no full-SM block holds shared by the
         light kernels that are not packed, bandwidth and tensor rate shared by all; then the latency-bound
-        kernels slowed by the HBM the others draw."""
+        kernels slowed by the HBM the others draw (packed ones only past their packing)."""
         settled = self._settle(placements)
         caps = [cap for _, cap in settled]
         if len(demands) < 2:
@@ -126,7 +155,9 @@ class PlacementSharing:
         # latency-bound kernels wait longer on memory the more HBM the others draw (the measured curve)
         drawn = sum(d[1] * r for d, r in zip(demands, rates, strict=True))
         curve = self.memory_latency
-        return [r / _latency_factor(curve.slowdown(min(1.0, drawn - d[1] * r), now.latency), d[1]) if now.latency
+        # (a packed kernel: by the larger of its packing and its latency; its rate holds the packing already)
+        return [r / max(1.0, _latency_factor(curve.slowdown(min(1.0, drawn - d[1] * r), now.latency), d[1])
+                        * (now.packed_cap or 1.0)) if now.latency
                 else r for r, d, (now, _) in zip(rates, demands, settled, strict=True)]
 
     def _settle(self, placements: Sequence[Placed]) -> list[tuple[Placed, float]]:
@@ -160,7 +191,8 @@ def _latency_factor(slowdown: float, own_bw: float) -> float:
 
 def placement_for(profile: Profile) -> PlacementSharing:
     """Block placement on the profile's GPU (its SM count), with the bandwidth and tensor-rate capacities of the
-    profile's co-run fit (1, i.e. ideal, where its form has none)."""
+    profile's co-run fit (1, i.e. ideal, where its form has none), its memory latency and issue warps."""
     params = profile.interference.params
     return PlacementSharing(sm_count=profile.hardware.sm_count, bw_capacity=params.get("bw_capacity", 1.0),
-                            tc_capacity=params.get("tc_capacity", 1.0), memory_latency=profile.memory_latency)
+                            tc_capacity=params.get("tc_capacity", 1.0), memory_latency=profile.memory_latency,
+                            issue_warps=profile.issue_warps.value if profile.issue_warps is not None else None)

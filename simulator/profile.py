@@ -221,6 +221,10 @@ class Profile(_Model):
     memory_latency: MemoryLatency | None = Field(
         None, description="latency-bound kernels' slowdown under the others' HBM load (block placement uses it); "
                           "absent: not measured on this GPU")
+    issue_warps: Figure | None = Field(
+        None, description="resident warps per SM at which the blocks of a light-block GEMM kernel (SIMT, GEMV) "
+                          "saturate an SM: blocks packed past it run slower in proportion (block placement uses "
+                          "it); absent: a packed kernel slows by its blocks' share of the SMs")
     link: Link
     measurements: list[str] = []
     fit: dict[str, Any] = {}

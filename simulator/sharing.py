@@ -25,7 +25,7 @@ class PlacingModel(Protocol):
     """A sharing model that places each kernel once, when it starts, among the kernels running then (where its
     blocks land, and whether they stay there), and gives rates from those placements (in start order)."""
 
-    def place(self, running: Sequence[Any], demand: Demand, geometry: tuple[int, int] | None,
+    def place(self, running: Sequence[Any], demand: Demand, geometry: tuple[int, int, int | None] | None,
               kernel: str = "") -> Any: ...
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Any]) -> list[float]: ...

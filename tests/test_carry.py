@@ -33,7 +33,11 @@ def test_carried_takes_the_sharing_model_join_cost_and_gemm_residency_and_says_s
         assert "carried from h200" in profile.kernel_families[fam].source
     assert profile.memory_latency is not None and profile.memory_latency.classes == source.memory_latency.classes
     assert profile.memory_latency.source.startswith(f"NOT measured on {profile.hardware.gpu}")
-    untouched = {k for k in target if k not in ("host", "interference", "kernel_families", "memory_latency")}
+    assert profile.issue_warps is not None and source.issue_warps is not None
+    assert profile.issue_warps.value == source.issue_warps.value
+    assert profile.issue_warps.source.startswith(f"NOT measured on {profile.hardware.gpu}")
+    untouched = {k for k in target if k not in ("host", "interference", "kernel_families", "memory_latency",
+                                                 "issue_warps")}
     assert all(doc[k] == target[k] for k in untouched)
     assert doc["ceilings"] == target["ceilings"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from calibration.fit_latency import LATENCY_OPS, latency_curve, memory_latency
+from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, latency_curve, memory_latency, packed_warps
 from simulator.errors import InputError
 from simulator.profile import MemoryLatency
 
@@ -55,3 +55,38 @@ def test_each_probed_kernel_keeps_its_own_curve(tmp_path: Path) -> None:
     assert curve.points == [(0.5, 1.5)]
     assert curve.classes["sort"] == [(0.5, 1.05)] and curve.classes["gather"] == [(0.5, 1.5)]
     assert curve.slowdown(0.5, "sort") == pytest.approx(1.05) and curve.slowdown(0.5, "elsewhere") == 1.5
+
+
+def _router_record(router_blocks: int, warps: int, shared_blocks: int, alone: float, beside: float,
+                   name: str = "void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>") -> dict:
+    """A router-run record: a shared GEMM of full-SM blocks (384 threads × 168 registers) and the router kernel of
+    light blocks (``warps`` warps × 80 registers: 6 per SM) ``alone`` / ``beside`` µs."""
+    fields = ["name", "dur_us", "grid", "block", "registers per thread", "shared memory"]
+    shared = [0, 9.0, [shared_blocks, 1, 1], [384, 1, 1], 168, 0]
+    return {"shared": "s", "router": "r", "tokens": 2, "N": 1000, "K": 1000,
+            "median_us": {"S": 9.0, "R": alone, "S|R": 9.0 + alone},
+            "kernels": {"names": ["shared gemm", name], "fields": fields, "graphs": {
+                "S": [shared], "R": [[1, alone, [router_blocks, 1, 1], [32 * warps, 1, 1], 80, 0]],
+                "S|R": [shared, [1, beside, [router_blocks, 1, 1], [32 * warps, 1, 1], 80, 0]]}}}
+
+
+def test_issue_warps_from_packed_router_gemms(tmp_path: Path) -> None:
+    """112 blocks of 4 warps beside 96 full-SM blocks: the busiest of the 36 free SMs holds 4 blocks, 16 warps, and
+    the router ran 3.2× slower: 16 / 3.2 = 5 warps at full speed. Beside 40 (92 free): 2 blocks, 8 warps, 2×
+    slower: 4. Left out: 30 blocks (one per free SM), a kernel that is no GEMM, and blocks that do not all fit."""
+    packed = [_router_record(112, 4, 96, 10.0, 32.0), _router_record(112, 4, 40, 10.0, 20.0)]
+    others = [_router_record(30, 4, 96, 10.0, 12.0), _router_record(112, 4, 96, 10.0, 40.0, name="elementwise"),
+              _router_record(112, 4, 128, 10.0, 50.0)]
+    assert [packed_warps(r) for r in others] == [None, None, None]
+    assert packed_warps(packed[0])[1:] == (112, 4, 36, pytest.approx(3.2))
+    for run, recs in zip(ROUTER_RUNS, (packed + others, []), strict=True):
+        (tmp_path / run).write_bytes(gzip.compress(json.dumps({"records": recs}).encode()))
+    doc = issue_warps(tmp_path, "hand-made")
+    assert doc["value"] == pytest.approx(4.5) and "2 records" in doc["source"] and "nothing fitted" in doc["source"]
+
+
+def test_issue_warps_without_packed_records_is_an_input_error(tmp_path: Path) -> None:
+    for run in ROUTER_RUNS:
+        (tmp_path / run).write_bytes(gzip.compress(json.dumps({"records": []}).encode()))
+    with pytest.raises(InputError, match="no packed router GEMM"):
+        issue_warps(tmp_path, "hand-made")

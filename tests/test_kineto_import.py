@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import InputError
-from simulator.kineto.demand import op_family, resident_blocks, sm_fraction
+from simulator.kineto.demand import block_warps, op_family, resident_blocks, sm_fraction
 from simulator.kineto.events import DeviceProps, GpuOp
 from simulator.kineto.reader import read_trace
 from simulator.kineto.replay import run_whatif
@@ -226,6 +226,15 @@ def test_sm_fraction_follows_occupancy_rules() -> None:
     assert sm_fraction(small, dev, 132) == pytest.approx(0.125)
     threads = op._replace(grid=(66, 1, 1), block=(1024, 1, 1), regs=16)
     assert sm_fraction(threads, dev, 132) == pytest.approx(66 / (2 * 132))
+
+
+def test_block_warps_round_a_block_up_to_whole_warps() -> None:
+    dev = DeviceProps(0, "H200", 132, 2048, 65536, 233472, 32)
+    op = GpuOp("kernel", "k", 0, 7, 0.0, 1.0, 1, grid=(112, 1, 1), block=(128, 1, 1))
+    assert block_warps(op, dev) == 4
+    assert block_warps(op._replace(block=(32, 16, 1)), dev) == 16
+    assert block_warps(op._replace(block=(48, 1, 1)), None) == 2  # 48 threads: two warps (a 32-thread default)
+    assert block_warps(op._replace(block=None), dev) is None
 
 
 def test_serving_engines_moe_gemm_kernels_are_grouped_gemms() -> None:

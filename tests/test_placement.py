@@ -19,9 +19,9 @@ from tests.helpers_programs import launch, program, times
 SHARING = PlacementSharing(sm_count=132)
 
 
-def _gemm(name: str, stream: str, dur: float, blocks: int, per_sm: int) -> dict:
+def _gemm(name: str, stream: str, dur: float, blocks: int, per_sm: int, warps: int | None = None) -> dict:
     return launch(name, stream, dur, sm=min(1.0, blocks / 132), bw=0.0, tc=0.0, blocks=blocks,
-                  blocks_per_sm=per_sm)
+                  blocks_per_sm=per_sm, warps_per_block=warps)
 
 
 def test_light_blocks_packed_beside_full_sm_blocks_keep_their_cap_for_life():
@@ -34,6 +34,31 @@ def test_light_blocks_packed_beside_full_sm_blocks_keep_their_cap_for_life():
     assert got["S"] == pytest.approx((0, 20))
     assert got["R"] == pytest.approx((0, 10 * 112 / 36))
     assert r.makespan_us > 30
+
+
+def test_packed_blocks_slow_by_the_warps_on_the_busiest_sm():
+    """With ``issue_warps`` 5 (an SM runs 5 resident warps at full speed): R, 112 blocks of 4 warps, one per SM
+    alone (4 warps: full speed), packed beside S onto the 36 free SMs: the busiest holds ceil(112 / 36) = 4 blocks,
+    16 warps, 16 / 5 = 3.2 times slower: its 10 µs end at 32 for life. Beside a 40-block S (92 SMs free) the
+    busiest holds 2 blocks, 8 warps: 1.6 times slower (the blocks' share of the SMs would say 112 / 92 = 1.22):
+    ends at 16."""
+    sharing = PlacementSharing(sm_count=132, issue_warps=5.0)
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("R", "aux", 10, 112, 6, warps=4)]), sharing)
+    assert times(r)["R"] == pytest.approx((0, 32))
+    r = simulate(program([_gemm("S", "main", 5, 40, 1), _gemm("R", "aux", 10, 112, 6, warps=4)]), sharing)
+    assert times(r)["R"] == pytest.approx((0, 16))
+
+
+def test_blocks_that_saturate_an_sm_alone_slow_by_the_extra_blocks_only():
+    """With ``issue_warps`` 4: R, 264 blocks of 4 warps, 2 per SM alone (ceil(264 / 132); 8 warps: already 2 times
+    an SM's full-speed warps), packed beside S onto 36 SMs: the busiest holds ceil(264 / 36) = 8 blocks, 32
+    warps: 8 / 2 = 4 times its solo time: 10 µs end at 40. Without the warps per block it slows by the blocks'
+    share of the SMs: 132 / 36."""
+    sharing = PlacementSharing(sm_count=132, issue_warps=4.0)
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("R", "aux", 10, 264, 8, warps=4)]), sharing)
+    assert times(r)["R"] == pytest.approx((0, 40))
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("R", "aux", 10, 264, 8)]), sharing)
+    assert times(r)["R"] == pytest.approx((0, 10 * 132 / 36))
 
 
 def test_full_sm_blocks_wait_for_untouched_sms_then_take_the_freed_ones():
@@ -121,16 +146,33 @@ def test_each_latency_class_slows_by_its_own_curve():
 
 
 def test_a_gemv_of_light_blocks_waits_on_memory_and_a_tensor_core_gemm_does_not():
-    """Beside S (96 full-SM blocks drawing 0.8 of HBM), with the curve 0.8 → 2: a GEMV of 30 light blocks (8 per
-    SM) fits the 36 free SMs one per SM, so its placement leaves it at full speed, but its blocks wait on memory:
-    its 5 µs end at 10. A tensor-core GEMM of 30 full-SM blocks fits too, and is not slowed: ends at 5."""
+    """Beside S (96 full-SM blocks drawing 0.8 of HBM), with the curve 0.8 → 2 and ``issue_warps`` 5: a GEMV of 30
+    light blocks of 4 warps (8 per SM) fits the 36 free SMs one per SM, so its placement leaves it at full speed,
+    but its blocks wait on memory, and its SMs' 4 warps have none to spare: its 5 µs end at 10. A tensor-core
+    GEMM of 30 full-SM blocks fits too, and is not slowed: ends at 5."""
     curve = MemoryLatency(points=[(0.4, 1.0), (0.8, 2.0)], source="hand-made")
-    sharing = PlacementSharing(memory_latency=curve)
+    sharing = PlacementSharing(memory_latency=curve, issue_warps=5.0)
     stream_s = launch("S", "main", 20, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1)
-    got = times(simulate(program([stream_s, _gemm("dot_kernel", "aux", 5, 30, 8)]), sharing))
+    got = times(simulate(program([stream_s, _gemm("dot_kernel", "aux", 5, 30, 8, warps=4)]), sharing))
     assert got["dot_kernel"] == pytest.approx((0, 10))
     got = times(simulate(program([stream_s, _gemm("nvjet_tst", "aux", 5, 30, 1)]), sharing))
     assert got["nvjet_tst"] == pytest.approx((0, 5))
+
+
+def test_a_packed_gemm_slows_by_the_larger_of_its_packing_and_its_memory_latency():
+    """Beside S (96 full-SM blocks drawing 0.8 of HBM) with ``issue_warps`` 5: a SIMT GEMM of 112 blocks of 4 warps
+    packed onto the 36 free SMs has 16 warps on its busiest SM: 3.2 times slower for life. Round trips 2× longer
+    (the curve 0.8 → 2) fit inside that: it ends at 32 (10 µs). Round trips 4× longer (0.8 → 4) outlast it: 1 / 4
+    while S runs (20 µs: 5 µs of work), then 1 / 3.2 for the other 5 µs: ends at 36. Without packing, the same
+    kernel (fitting one block per SM) slows by the latency alone."""
+    stream_s = launch("S", "main", 20, sm=96 / 132, bw=0.8, tc=0.0, blocks=96, blocks_per_sm=1)
+    for slowdown, end in ((2.0, 32.0), (4.0, 36.0)):
+        curve = MemoryLatency(points=[(0.8, slowdown)], source="hand-made")
+        sharing = PlacementSharing(memory_latency=curve, issue_warps=5.0)
+        got = times(simulate(program([stream_s, _gemm("sgemm", "aux", 10, 112, 6, warps=4)]), sharing))
+        assert got["sgemm"] == pytest.approx((0, end))
+        got = times(simulate(program([stream_s, _gemm("sgemm", "aux", 5, 30, 6, warps=4)]), sharing))
+        assert got["sgemm"] == pytest.approx((0, 5 * slowdown))
 
 
 def test_only_the_round_trip_share_of_a_latency_bound_kernel_slows():
@@ -172,6 +214,16 @@ def test_placement_for_takes_the_profile_gpu_and_capacities():
     assert sharing.sm_count == profile.hardware.sm_count
     assert sharing.bw_capacity == profile.interference.params["bw_capacity"]
     assert sharing.memory_latency == profile.memory_latency
+    assert profile.issue_warps is not None and sharing.issue_warps == profile.issue_warps.value
+
+
+def test_packing_slowdown():
+    from simulator.placement import packing_slowdown
+
+    assert packing_slowdown(112, 4, 36, 132, 4.0) == pytest.approx(4.0)  # 4 blocks, 16 warps vs 1 block, 4
+    assert packing_slowdown(112, 4, 132, 132, 4.0) == pytest.approx(1.0)
+    assert packing_slowdown(100, 1, 50, 132, 4.0) == pytest.approx(1.0)  # 2 one-warp blocks: under 4 warps
+    assert packing_slowdown(300, 8, 100, 132, 4.0) == pytest.approx(1.0)  # 3 blocks on the busiest SM both ways
 
 
 kernels = st.lists(st.tuples(st.sampled_from(["main", "aux"]), st.floats(0.5, 50.0), st.integers(1, 400),

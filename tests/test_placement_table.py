@@ -26,13 +26,18 @@ def test_the_packing_law() -> None:
     script = _script()
     # 128 threads × 80 registers: 4 warps × 2560 registers = 10240 per block, 6 per SM; 25.6 KB of shared memory
     # (+1 KB reserved) allows 8: 6 per SM
-    router = {"block": [128, 1, 1], "registers per thread": 80, "shared memory": 25600}
-    assert script.blocks_per_sm(router) == 6
-    # 112 blocks spread over 112 SMs alone; beside 96 full-SM blocks 36 SMs are free (216 slots): 112 / 36 slower
-    assert script.packed_us(12.0, 112, 6, 96) == pytest.approx(12.0 * 112 / 36)
-    assert script.packed_us(12.0, 20, 6, 96) == 12.0  # 20 blocks on 36 free SMs: as alone
-    assert script.packed_us(12.0, 112, 6, 128) is None  # 4 free SMs hold 24 of 112 blocks: the rest wait
-    assert script.packed_us(12.0, 112, 6, 132) is None
+    router = {"name": "r", "grid": [112, 1, 1], "block": [128, 1, 1], "registers per thread": 80,
+              "shared memory": 25600}
+    assert script.blocks_per_sm({}, router) == 6
+    # 112 blocks of 4 warps, one per SM alone; beside 96 full-SM blocks 36 SMs are free (216 slots): the busiest
+    # holds ceil(112 / 36) = 4 blocks, 16 warps; at 5 warps per SM at full speed that is 16 / 5 slower
+    assert script.packed_us(12.0, 112, 6, 4, 96, 5.0) == pytest.approx(12.0 * 16 / 5)
+    # 40 blocks on the 36 free: the busiest holds 2, 8 warps: 8 / 5 slower; at 10 warps per SM: as alone
+    assert script.packed_us(12.0, 40, 6, 4, 96, 5.0) == pytest.approx(12.0 * 8 / 5)
+    assert script.packed_us(12.0, 40, 6, 4, 96, 10.0) == pytest.approx(12.0)
+    assert script.packed_us(12.0, 20, 6, 4, 96, 5.0) == 12.0  # 20 blocks on 36 free SMs: as alone
+    assert script.packed_us(12.0, 112, 6, 4, 128, 5.0) is None  # 4 free SMs hold 24 of 112 blocks: the rest wait
+    assert script.packed_us(12.0, 112, 6, 4, 132, 5.0) is None
 
 
 def test_a_missing_run_is_an_input_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

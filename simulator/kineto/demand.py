@@ -41,6 +41,7 @@ class Demand(NamedTuple):
     flops: float | None
     blocks: int | None = None  # the grid's thread blocks
     blocks_per_sm: int | None = None  # how many of them one SM holds at once (occupancy rules)
+    warps_per_block: int | None = None  # warps in one of them
 
 
 def resident_blocks(op: GpuOp, dev: DeviceProps | None) -> int | None:
@@ -175,12 +176,25 @@ def kernel_demand(op: GpuOp, cpu: CpuOp | None, cpu_busy_us: float, dev: DeviceP
     if sm is None:
         sm = 1.0 if op.kind == "kernel" else 0.0
     # placement (simulator.placement) is tracked for GEMM kernels (cuBLAS's dot / GEMV kernels included): their
-    # blocks keep an SM's issue slots busy, so blocks packed several per SM run that much slower; the other
+    # blocks keep an SM's issue slots busy, so blocks packed several per SM run slower once they fill them; the other
     # kernels' blocks wait on memory, and packing them costs little: their SM share alone stands for them
-    placed = gemm or any(tag in op.name for tag in _GEMV_KERNELS)
-    blocks = math.prod(op.grid) if placed and op.kind == "kernel" and op.grid else None
+    blocks = math.prod(op.grid) if tracks_placement(op, family) and op.grid else None
     return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops, blocks or None,
-                  resident_blocks(op, dev) if blocks else None)
+                  resident_blocks(op, dev) if blocks else None, block_warps(op, dev) if blocks else None)
+
+
+def tracks_placement(op: GpuOp, family: str) -> bool:
+    """Whether block placement follows this kernel's launch geometry: GEMM kernels (of family ``gemm`` or
+    ``grouped_gemm``, cuBLAS's dot / GEMV kernels included)."""
+    return op.kind == "kernel" and (family in ("gemm", "grouped_gemm") or any(tag in op.name for tag in _GEMV_KERNELS))
+
+
+def block_warps(op: GpuOp, dev: DeviceProps | None) -> int | None:
+    """Warps in one of the kernel's thread blocks (None when the trace lacks the block size)."""
+    if op.block is None or math.prod(op.block) <= 0:
+        return None
+    warp = (dev.warp_size if dev is not None else 0) or 32
+    return -(-math.prod(op.block) // warp)
 
 
 def _clip(x: float) -> float:
