@@ -67,13 +67,14 @@ class _Kernel:
     (None: eager); ``remaining``: solo µs of work left; ``demand_id``: equal demands share one; ``solo``: its
     rate alone under the default fluid model (0 under another model: not read); ``geometry``: (blocks, blocks
     per SM, warps per block or None) where the launch says, read by a placing model, which sets ``placed`` when
-    the kernel starts; ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
+    the kernel starts (and ``floor``, the time it ends no sooner than, where the placement has a ``tail``);
+    ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
     ``updated`` (when ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and
     ``eid`` (its completion's time and event id), then ``event`` (the completion pushed; an earlier one is
     superseded)."""
 
-    __slots__ = ("at", "demand", "demand_id", "eid", "event", "gap", "geometry", "index", "name", "placed", "queued",
-                 "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
+    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "index", "name", "placed",
+                 "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
 
 
 def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: str, region: str | None,
@@ -91,6 +92,7 @@ def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: s
     kernel.solo = solo
     kernel.geometry = None
     kernel.placed = None
+    kernel.floor = 0.0
     kernel.queued = False
     return kernel
 
@@ -506,8 +508,11 @@ class Engine:
             return
         kernel.rate = 0.0
         if self._placing is not None:
-            kernel.placed = self._placing.place([k.placed for k in self.running], kernel.demand, kernel.geometry,
-                                                 kernel.name)
+            kernel.placed = placed = self._placing.place([k.placed for k in self.running], kernel.demand,
+                                                          kernel.geometry, kernel.name)
+            tail = getattr(placed, "tail", None)
+            if tail is not None:  # some of its blocks packed for life: it ends no sooner than they do
+                kernel.floor = now + tail * kernel.remaining
         self.running.append(kernel)
         self._resolve_rates()
 
@@ -545,7 +550,9 @@ class Engine:
             k.updated = now
             k.rate = rate
             # max(remaining, 0.0) / rate, added to now as SimPy adds a timeout's delay
-            k.at = now + (0.0 if remaining < 0.0 else remaining) / rate
+            k.at = at = now + (0.0 if remaining < 0.0 else remaining) / rate
+            if at < k.floor:
+                k.at = k.floor
             k.eid = new_id()
             if not k.queued:
                 k.queued = True

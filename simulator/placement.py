@@ -14,8 +14,10 @@ A kernel whose launch geometry is known has ``blocks`` thread blocks, of which o
   which holds ceil(blocks / SMs left) of its blocks (alone: ceil(blocks / SMs)): an SM runs ``issue_warps``
   resident warps at full speed, and a block's time stretches as the SM's warps exceed that, so the kernel runs at
   :func:`packing_slowdown` of its solo rate (without ``issue_warps`` or the block's warps: (SMs left) / spread,
-  the blocks' share of the SMs). When even packing leaves blocks over, those wait, and its share is re-solved as
-  SMs free up.
+  the blocks' share of the SMs). When even packing leaves blocks over, the blocks that fit are packed onto the
+  SMs left, as many per SM as occupancy allows, and stay; the rest wait, and its share is re-solved as SMs free
+  up; it ends no sooner than its packed blocks (``Placed.tail``: the engine holds its end to the packing
+  slowdown of an SM holding that many times its solo time).
 
 A kernel whose blocks find no SM waits (rate 0) until SMs free up. Light kernels that are not packed have blocks
 that retire and are replaced while they run, so they share the SMs no full-SM block holds max-min fairly by their
@@ -66,23 +68,28 @@ def latency_class(kernel: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Placed:
     """One kernel's placement: its spread and the share of the SMs its blocks occupy (fractions of the SMs),
-    whether its blocks hold whole SMs, the cap it keeps for life when it was packed (else None), and, when it is
-    slowed by the memory latency under load, its :func:`latency_class` (else None)."""
+    whether its blocks hold whole SMs, the cap it keeps for life when it was packed (else None), when it is
+    slowed by the memory latency under load, its :func:`latency_class` (else None), and, when only some of its
+    blocks were packed and the rest wait, how many times its solo time the packed ones take (``tail``: the kernel
+    ends no sooner; else None)."""
 
     spread: float
     touched: float
     full: bool
     packed_cap: float | None
     latency: str | None = None
+    tail: float | None = None
 
 
-def packing_slowdown(blocks: int, warps: int, sms: int, sm_count: int, issue_warps: float) -> float:
+def packing_slowdown(blocks: int, warps: int, sms: int, sm_count: int, issue_warps: float,
+                     per_sm: int | None = None) -> float:
     """How much slower a kernel of ``blocks`` blocks of ``warps`` warps runs on ``sms`` SMs than alone on
-    ``sm_count``: its busiest SM holds ceil(blocks / SMs) of its blocks, and an SM runs ``issue_warps`` resident
-    warps at full speed, more in proportion to their count."""
+    ``sm_count``: its busiest SM holds ceil(blocks / SMs) of its blocks (at most ``per_sm``, the occupancy limit),
+    and an SM runs ``issue_warps`` resident warps at full speed, more in proportion to their count."""
 
     def busiest(on: int) -> float:
-        return max(1.0, math.ceil(blocks / max(1, on)) * warps / issue_warps)
+        held = math.ceil(blocks / max(1, on))
+        return max(1.0, (held if per_sm is None else min(held, per_sm)) * warps / issue_warps)
 
     return busiest(sms) / busiest(sm_count)
 
@@ -123,16 +130,22 @@ class PlacementSharing:
         if spread <= room + 1e-12:
             return Placed(spread, spread, full, None, latency)
         if not full and room > 0 and capacity <= room + 1e-12:
-            return Placed(spread, room, full, self._packed_cap(blocks, warps, spread, room), latency)
-        return Placed(spread, room, full, None, latency)
+            return Placed(spread, room, full, self._packed_cap(blocks, per_sm, warps, spread, room), latency)
+        sms = math.floor(room * self.sm_count + 1e-9)
+        if full or sms < 1 or self.issue_warps is None or warps is None:
+            return Placed(spread, room, full, None, latency)
+        # the blocks that fit are packed onto the free SMs for life (as many per SM as occupancy allows); the
+        # rest wait: the kernel ends when both are done
+        tail = packing_slowdown(blocks, warps, sms, self.sm_count, self.issue_warps, per_sm)
+        return Placed(spread, room, full, None, latency, tail)
 
-    def _packed_cap(self, blocks: int, warps: int | None, spread: float, room: float) -> float:
+    def _packed_cap(self, blocks: int, per_sm: int, warps: int | None, spread: float, room: float) -> float:
         """The rate a kernel packed onto ``room`` of the SMs keeps for life: 1 / :func:`packing_slowdown`, or
         the blocks' share of the SMs where the warps or ``issue_warps`` are unknown."""
         if self.issue_warps is None or warps is None:
             return room / spread
         sms = math.floor(room * self.sm_count + 1e-9)
-        return 1.0 / packing_slowdown(blocks, warps, sms, self.sm_count, self.issue_warps)
+        return 1.0 / packing_slowdown(blocks, warps, sms, self.sm_count, self.issue_warps, per_sm)
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
         """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
@@ -170,7 +183,7 @@ class PlacementSharing:
                 continue
             room = self._room([now for now, _ in out], p.full)
             cap = 1.0 if p.spread <= room + 1e-12 else room / p.spread if p.spread else 1.0
-            out.append((Placed(p.spread, min(p.spread, room), p.full, None, p.latency), cap))
+            out.append((Placed(p.spread, min(p.spread, room), p.full, None, p.latency, p.tail), cap))
         return out
 
     @staticmethod

@@ -23,7 +23,9 @@ class SharingModel(Protocol):
 @runtime_checkable
 class PlacingModel(Protocol):
     """A sharing model that places each kernel once, when it starts, among the kernels running then (where its
-    blocks land, and whether they stay there), and gives rates from those placements (in start order)."""
+    blocks land, and whether they stay there), and gives rates from those placements (in start order). A
+    placement with a ``tail`` attribute (not None) says the kernel ends no sooner than that many times its solo
+    time after its start (blocks packed for life beside blocks that wait)."""
 
     def place(self, running: Sequence[Any], demand: Demand, geometry: tuple[int, int, int | None] | None,
               kernel: str = "") -> Any: ...

@@ -61,6 +61,20 @@ def test_blocks_that_saturate_an_sm_alone_slow_by_the_extra_blocks_only():
     assert times(r)["R"] == pytest.approx((0, 10 * 132 / 36))
 
 
+def test_blocks_that_do_not_all_fit_pack_the_free_sms_and_the_kernel_waits_for_them():
+    """S holds 128 SMs for 20 µs; R: 64 light blocks of 4 warps, 6 per SM, 10 µs alone (one per SM). The 4 free
+    SMs take 24 of its blocks, 6 each: 24 warps, 6 times what runs at full speed (``issue_warps`` 4), so those end
+    60 µs after the start; the other 40 wait for S: R's share while S runs is 4 / 64 (1.25 µs of its work), then
+    1: done by 28.75, but it ends with its packed blocks at 60. With 2 per SM (8 warps: 2 times, 20 µs) the
+    waiting blocks end later: 28.75. Without ``issue_warps`` the blocks only wait (28.75)."""
+    s = _gemm("S", "main", 20, 128, 1)
+    packing = PlacementSharing(issue_warps=4.0)
+    for per_sm, sharing, end in ((6, packing, 60.0), (2, packing, 28.75), (6, SHARING, 28.75)):
+        got = times(simulate(program([s, _gemm("R", "aux", 10, 64, per_sm, warps=4)]), sharing))
+        assert got["R"] == pytest.approx((0, end))
+        assert got["S"] == pytest.approx((0, 20))
+
+
 def test_full_sm_blocks_wait_for_untouched_sms_then_take_the_freed_ones():
     """G: 132 full-SM blocks started beside S (96 full-SM blocks): it gets the 36 untouched SMs, rate 36/132,
     until S ends at 20 (20 × 36/132 = 5.4545 µs of its 10 done), then the whole GPU: ends at 24.545 µs."""
