@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import decode_step_tables as dst  # noqa: E402
+import heldout_sets as hs  # noqa: E402
 import whatif_accuracy as wa  # noqa: E402
 
 BLOCK = re.compile(r"<!-- BEGIN GENERATED: (?P<id>[\w.-]+) \((?P<cmd>[^\n]*)\) -->\n"
@@ -114,9 +115,9 @@ LAYER_TRACES = "calibration/measurements/h200/2026-12-03/layer_traces"
 LAYER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/layer_traces_heldout"
 LAYOUT_MEANS = "calibration/measurements/h200/2026-12-03/layout_means"
 EAGER_TRACES = "calibration/measurements/h200/2026-12-03/eager_traces"
-EAGER_TRACES_HELDOUT = "calibration/measurements/h200/2026-12-03/eager_traces_heldout"
-LAYOUT_MEANS_HELDOUT = "calibration/measurements/h200/2026-12-03/layout_means_heldout"
-LAYER_TRACES_HELDOUT2 = "calibration/measurements/h200/2026-12-03/layer_traces_heldout2"
+# the fresh held-out sets of calls 30-31, 32 and 33: (block prefix, eager traces, layout means, graph traces)
+HELD_OUT_SETS = tuple((f"decode-heldout{n}", s.eager, s.means, s.graph) for n, s in enumerate(hs.HELD_OUT, start=2))
+HELDOUT_RUNS = "calibration/heldout_runs"
 
 
 def _reproducibility() -> str:
@@ -188,6 +189,12 @@ def _whatif_eager_traces(decisions: bool, run: str = EAGER_TRACES, reference: st
     found = _eager_points(run, reference)
     return (wg.decisions_markdown(found, 0.005) if decisions else
             wg.markdown(found, "measured gain (reference run)")) + "\n"
+
+
+def _heldout_pooled() -> str:
+    """Every decode set's eager what-if, per set and pooled, and the recorded runs of older models."""
+    found, label = hs.rows(0.005, lambda s: _eager_points(s.eager, s.means))
+    return hs.markdown(found, label, hs.load_recorded(ROOT / HELDOUT_RUNS)) + "\n"
 
 
 def _eager_cmd(decisions: bool, run: str | None = None, reference: str | None = None) -> str:
@@ -361,20 +368,21 @@ BLOCKS: dict[str, Block] = {
     "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
     "decode-whatif-eager-traces": Block(VALIDATION, _eager_cmd(False), partial(_whatif_eager_traces, False)),
     "decode-whatif-eager-decisions": Block(VALIDATION, _eager_cmd(True), partial(_whatif_eager_traces, True)),
-    **{f"decode-heldout2-eager{suffix}": Block(
-        VALIDATION, _eager_cmd(decisions, EAGER_TRACES_HELDOUT, LAYOUT_MEANS_HELDOUT),
-        partial(_whatif_eager_traces, decisions, EAGER_TRACES_HELDOUT, LAYOUT_MEANS_HELDOUT))
-       for suffix, decisions in (("", False), ("-decisions", True))},
-    "decode-heldout2-graph": Block(
-        VALIDATION, _graph_traces_cmd(LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT),
-        partial(_whatif_graph_traces, LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT)),
-    "decode-heldout2-graph-decisions": Block(
-        VALIDATION, _graph_traces_cmd(LAYER_TRACES_HELDOUT2, "placement", LAYOUT_MEANS_HELDOUT) + " --decisions",
-        partial(_graph_decisions, (LAYER_TRACES_HELDOUT2,), LAYOUT_MEANS_HELDOUT)),
+    **{f"{prefix}-eager{suffix}": Block(VALIDATION, _eager_cmd(decisions, eager, means),
+                                        partial(_whatif_eager_traces, decisions, eager, means))
+       for prefix, eager, means, _ in HELD_OUT_SETS for suffix, decisions in (("", False), ("-decisions", True))},
+    **{f"{prefix}-graph": Block(VALIDATION, _graph_traces_cmd(graph, "placement", means),
+                                partial(_whatif_graph_traces, graph, "placement", means))
+       for prefix, _, means, graph in HELD_OUT_SETS},
+    **{f"{prefix}-graph-decisions": Block(VALIDATION, _graph_traces_cmd(graph, "placement", means) + " --decisions",
+                                          partial(_graph_decisions, (graph,), means))
+       for prefix, _, means, graph in HELD_OUT_SETS},
+    "decode-heldout-pooled": Block(VALIDATION, f"python benchmarks/heldout_sets.py --recorded {HELDOUT_RUNS}",
+                                   _heldout_pooled),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
-    "decode-heldout2-layout-means": Block(
-        VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS_HELDOUT} --profile h200",
-        partial(_layout_spread_of, LAYOUT_MEANS_HELDOUT)),
+    **{f"{prefix}-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {means} --profile h200",
+                                       partial(_layout_spread_of, means))
+       for prefix, _, means, _ in HELD_OUT_SETS},
     "decode-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {LAYOUT_MEANS} --profile h200",
                                  partial(_layout_spread_of, LAYOUT_MEANS)),
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
