@@ -43,10 +43,12 @@ from kernels_real.bench import run_env
 # span 40..132 blocks
 SHARED = (("deepseek_v3", 7168, 4096), ("deepseek_v3@tp2", 7168, 2048), ("deepseek_v3@tp8", 7168, 512),
           ("llama4_scout", 5120, 16384), ("qwen2_57b_a14b", 3584, 40960), ("qwen2_57b_a14b@tp4", 3584, 10240),
-          ("deepseek_v2_lite@tp2", 2048, 2816))
-# (label, hidden, experts) of the fp32 router GEMM
+          ("deepseek_v2_lite@tp2", 2048, 2816), ("llama4_maverick@tp2", 5120, 8192),
+          ("llama4_maverick@tp4", 5120, 4096), ("kimi_k2@tp4", 7168, 1024))
+# (label, hidden, experts) of the fp32 router GEMM (Kimi-K2's and Llama-4-Maverick's since call 34: cuBLAS runs the
+# first as a split-K sm80_xmma kernel after a memset, the second as a SIMT sgemm of 64 blocks at 2 tokens)
 ROUTERS = (("deepseek_v3", 7168, 256), ("llama4_scout", 5120, 16), ("qwen2_57b_a14b", 3584, 64),
-           ("deepseek_v2_lite", 2048, 64))
+           ("deepseek_v2_lite", 2048, 64), ("kimi_k2", 7168, 384), ("llama4_maverick", 5120, 128))
 TOKENS = (1, 2, 4)
 SETS = 4
 
