@@ -8,7 +8,8 @@ copies from the calibrated profile, each with a source that says it was carried 
 - ``memory_latency``: the latency-bound kernels' slowdown against the share of the HBM ceiling the others draw
   (per kernel class; block placement reads it);
 - ``issue_warps``: the resident warps per SM (wavefronts per CU) at which a light-block GEMM's blocks saturate it
-  (block placement's packing law; the H200, B200 and MI300X each issue from four schedulers / SIMDs per SM / CU);
+  (block placement's packing law; the H200, B200 and MI300X each issue from four schedulers / SIMDs per SM / CU),
+  and the same per kernel class (``issue_warps_by_kernel``: a class of the calibrated GPU's libraries, labelled so);
 - ``interference``: the sharing form and its dimensionless parameters (shares of the SM slots, of the HBM and
   tensor ceilings, slowdown per unit of the others' bandwidth demand; each GPU's own ceilings scale them);
 - the ``resident`` mode of the GEMM families (which SM resources a running GEMM holds: read from the calibrated
@@ -58,6 +59,11 @@ def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
             "value": source.issue_warps.value,
             "source": f"NOT measured on {gpu} and no public figure: carried from {where} (both issue from four "
                       f"schedulers per SM / SIMDs per CU): {source.issue_warps.source}"}
+    doc["issue_warps_by_kernel"] = {
+        cls: {"value": fig.value,
+              "source": f"NOT measured on {gpu} and no public figure: carried from {where} (a kernel class of the "
+                        f"calibrated GPU's libraries; this GPU's own may differ): {fig.source}"}
+        for cls, fig in source.issue_warps_by_kernel.items()}
     form = source.interference
     doc["interference"] = {
         "form": form.form, "params": dict(form.params), "carried_from": source.name,

@@ -10,10 +10,12 @@ pooled over the four kernels and per kernel: the four differ by how much of thei
 (the sort barely slows, the gather slows most).
 Nothing here is fitted: the points are the medians.
 
-:func:`issue_warps` reads the same probe's fp32 router GEMMs (calls 20–21) where their light blocks were packed
-onto the SMs a shared GEMM's full-SM blocks left free: the busiest SM held ceil(blocks / free SMs) of them, alone
-ceil(blocks / SMs), and the router ran that many warps per SM at its slowdown; per record the resident warps an
-SM runs at full speed follow (``simulator.placement.packing_slowdown``), and the profile keeps their median.
+:func:`issue_warps` reads the same probe's fp32 router GEMMs (calls 20–21 and 34) where their light blocks were
+packed onto the SMs a shared GEMM's full-SM blocks left free: the busiest SM held ceil(blocks / free SMs) of them,
+more than alone (ceil(blocks / SMs)), and the router ran that many warps per SM at its slowdown; per record the
+resident warps an SM runs at full speed follow (``simulator.placement.packing_slowdown``, alone below them), and
+the profile keeps their median, per kernel class (``simulator.placement.issue_class``: cuBLAS's xmma kernels
+apart from the rest).
 
 The readers of a probe run live here too (``benchmarks/placement_table.py`` prints the same runs).
 """
@@ -30,9 +32,10 @@ from typing import Any
 from simulator.errors import InputError
 from simulator.kineto.demand import op_family, resident_blocks, tracks_placement
 from simulator.kineto.events import DeviceProps, GpuOp
+from simulator.placement import issue_class
 
 LATENCY_OPS = ("topk", "softmax", "sort", "gather")
-ROUTER_RUNS = ("placement_probe_fp32.json.gz", "placement_probe_bf16.json.gz")
+ROUTER_RUNS = ("placement_probe_fp32.json.gz", "placement_probe_bf16.json.gz", "placement_probe_fp32_call34.json.gz")
 # the probe's GPU as its traces' deviceProperties give it (an H200)
 H200 = DeviceProps(id=0, name="NVIDIA H200", num_sms=132, max_threads_per_sm=2048, regs_per_sm=65536,
                    smem_per_sm=233472, warp_size=32)
@@ -124,8 +127,8 @@ def blocks_per_sm(record: dict[str, Any], kernel: dict[str, Any]) -> int:
 def packed_warps(record: dict[str, Any]) -> tuple[str, int, int, int, float] | None:
     """For a record whose routing GEMM of light blocks was packed beside the shared GEMM's full-SM blocks:
     (its kernel's name, blocks, warps per block, SMs left free, slowdown beside the shared GEMM); None for any
-    other record (a kernel that is no GEMM, that ran more than one block per SM alone or one per free SM beside
-    the GEMM, or whose blocks did not all fit)."""
+    other record (a kernel that is no GEMM, whose busiest SM held no more of its blocks beside the GEMM than alone,
+    or whose blocks did not all fit)."""
     gemm = shared_gemm(record)
     if gemm is None or blocks_per_sm(record, gemm) != 1:
         return None
@@ -135,28 +138,32 @@ def packed_warps(record: dict[str, Any]) -> tuple[str, int, int, int, float] | N
     free = H200.num_sms - math.prod(gemm["grid"])
     if not tracks_placement(op, op_family(op, None)) or per_sm == 1 or free <= 0 or blocks > free * per_sm:
         return None
-    if blocks > H200.num_sms or blocks <= free:  # alone one per SM; packed, more than one on some SM
+    if math.ceil(blocks / free) <= math.ceil(blocks / H200.num_sms):  # packed no denser than alone
         return None
     return op.name, blocks, -(-math.prod(kernel["block"]) // H200.warp_size), free, beside / solo
 
 
-def issue_warps(probe: Path, where: str) -> dict[str, Any]:
-    """The profile's ``issue_warps`` figure: per packed record (:func:`packed_warps`) the warps of the router's
-    busiest SM over its slowdown (alone its blocks ran one per SM), the median."""
+def issue_warps(probe: Path, where: str, kernel_class: str | None = None) -> dict[str, Any]:
+    """The profile's ``issue_warps`` figure for the router kernels of ``kernel_class``
+    (``simulator.placement.issue_class``; None: the kernels of no class): per packed record (:func:`packed_warps`)
+    the warps of the router's busiest SM over its slowdown, the median."""
     estimates = []
     for run in ROUTER_RUNS:
         for record in records(probe / run):
             packed = packed_warps(record)
-            if packed is None:
+            if packed is None or issue_class(packed[0]) != kernel_class:
                 continue
             _, blocks, warps, free, slowdown = packed
             estimates.append(math.ceil(blocks / free) * warps / max(slowdown, 1.0))
     if not estimates:
-        raise InputError(f"{probe}: no packed router GEMM in the placement probe's router runs")
+        which = "router GEMM" if kernel_class is None else f"{kernel_class} router GEMM"
+        raise InputError(f"{probe}: no packed {which} in the placement probe's router runs")
     deciles = statistics.quantiles(estimates, n=10) if len(estimates) > 1 else estimates * 9
     q10, q90 = deciles[0], deciles[-1]
     return {"value": round(statistics.median(estimates), 3),
-            "source": f"measured: the placement probe's fp32 router GEMMs whose light blocks were packed onto the SMs "
+            "source": "measured: the placement probe's fp32 router GEMMs"
+                      + ("" if kernel_class is None else f" of class {kernel_class} (by kernel name)")
+                      + " whose light blocks were packed onto the SMs "
                       f"a shared GEMM's full-SM blocks left free ({where}; {len(estimates)} records): per record the "
                       "warps on the busiest SM (ceil(blocks / free SMs) × warps per block) over the router's "
                       f"slowdown beside the GEMM, median (p10 {q10:.2f}, p90 {q90:.2f} warps); nothing fitted"}

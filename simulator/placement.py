@@ -12,7 +12,9 @@ A kernel whose launch geometry is known has ``blocks`` thread blocks, of which o
   there at launch and **stay** there for its whole life, even after the kernels that crowded it have ended (the
   layer traces' fp32 router GEMM beside the shared experts). How much slower it runs is set by the busiest SM,
   which holds ceil(blocks / SMs left) of its blocks (alone: ceil(blocks / SMs)): an SM runs ``issue_warps``
-  resident warps at full speed, and a block's time stretches as the SM's warps exceed that, so the kernel runs at
+  resident warps at full speed (a measured figure per kernel class where the profile has one, :func:`issue_class`:
+  kernels of small tiles whose warps mostly wait, as cuBLAS's xmma FFMA GEMMs, take many more warps to fill an SM
+  than CUTLASS's SIMT sgemm), and a block's time stretches as the SM's warps exceed that, so the kernel runs at
   :func:`packing_slowdown` of its solo rate (without ``issue_warps`` or the block's warps: (SMs left) / spread,
   the blocks' share of the SMs). When even packing leaves blocks over, the blocks that fit are packed onto the
   SMs left, as many per SM as occupancy allows, and stay; the rest wait, and its share is re-solved as SMs free
@@ -54,6 +56,7 @@ from simulator.profile import MemoryLatency, Profile
 from simulator.sharing import Demand
 
 _ON_CHIP_CLASSES = (("sort", "sort"), ("scan", "sort"), ("topk", "topk"), ("softmax", "softmax"))
+ISSUE_CLASSES = ("xmma",)
 
 
 def latency_class(kernel: str) -> str:
@@ -63,6 +66,15 @@ def latency_class(kernel: str) -> str:
     are the four kernels of the placement probe, whose curves the profile keeps."""
     name = kernel.lower()
     return next((cls for tag, cls in _ON_CHIP_CLASSES if tag in name), "gather")
+
+
+def issue_class(kernel: str) -> str | None:
+    """The class whose measured ``issue_warps`` a light-block GEMM kernel takes, by its name: ``xmma`` (cuBLAS's
+    xmma kernels, e.g. the split-K FFMA GEMM of small tiles and two-warp blocks that runs Kimi-K2's fp32 router at
+    2-4 tokens), else None (the profile's ``issue_warps``, measured on CUTLASS's SIMT sgemm and cuBLAS's GEMV
+    kernels)."""
+    name = kernel.lower()
+    return next((cls for cls in ISSUE_CLASSES if cls in name), None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +110,20 @@ def packing_slowdown(blocks: int, warps: int, sms: int, sm_count: int, issue_war
 class PlacementSharing:
     """Block placement on ``sm_count`` SMs; ``bw_capacity`` / ``tc_capacity`` as in ``ResidencySharing``;
     ``memory_latency``: the latency-bound kernels' slowdown under load (None: not slowed); ``issue_warps``: the
-    resident warps an SM runs at full speed (None: a packed kernel slows by its blocks' share of the SMs)."""
+    resident warps an SM runs at full speed (None: a packed kernel slows by its blocks' share of the SMs), and
+    ``issue_warps_by_class``: (class, warps) pairs for the kernel classes measured apart (:func:`issue_class`)."""
 
     sm_count: int = 132
     bw_capacity: float = 1.0
     tc_capacity: float = 1.0
     memory_latency: MemoryLatency | None = None
     issue_warps: float | None = None
+    issue_warps_by_class: tuple[tuple[str, float], ...] = ()
+
+    def warps_at_full_speed(self, kernel: str) -> float | None:
+        """The resident warps an SM runs at full speed for this kernel: its class's figure, else ``issue_warps``."""
+        cls = issue_class(kernel)
+        return next((warps for name, warps in self.issue_warps_by_class if name == cls), self.issue_warps)
 
     def rates(self, demands: Sequence[Demand]) -> list[float]:
         """Rates without placements (no geometry known): each kernel placed in turn, in start order."""
@@ -129,23 +148,25 @@ class PlacementSharing:
         room = self._room([now for now, _ in self._settle(running)], full)
         if spread <= room + 1e-12:
             return Placed(spread, spread, full, None, latency)
+        issue = self.warps_at_full_speed(kernel)
         if not full and room > 0 and capacity <= room + 1e-12:
-            return Placed(spread, room, full, self._packed_cap(blocks, per_sm, warps, spread, room), latency)
+            return Placed(spread, room, full, self._packed_cap(blocks, per_sm, warps, spread, room, issue), latency)
         sms = math.floor(room * self.sm_count + 1e-9)
-        if full or sms < 1 or self.issue_warps is None or warps is None:
+        if full or sms < 1 or issue is None or warps is None:
             return Placed(spread, room, full, None, latency)
         # the blocks that fit are packed onto the free SMs for life (as many per SM as occupancy allows); the
         # rest wait: the kernel ends when both are done
-        tail = packing_slowdown(blocks, warps, sms, self.sm_count, self.issue_warps, per_sm)
+        tail = packing_slowdown(blocks, warps, sms, self.sm_count, issue, per_sm)
         return Placed(spread, room, full, None, latency, tail)
 
-    def _packed_cap(self, blocks: int, per_sm: int, warps: int | None, spread: float, room: float) -> float:
-        """The rate a kernel packed onto ``room`` of the SMs keeps for life: 1 / :func:`packing_slowdown`, or
-        the blocks' share of the SMs where the warps or ``issue_warps`` are unknown."""
-        if self.issue_warps is None or warps is None:
+    def _packed_cap(self, blocks: int, per_sm: int, warps: int | None, spread: float, room: float,
+                    issue: float | None) -> float:
+        """The rate a kernel packed onto ``room`` of the SMs keeps for life: 1 / :func:`packing_slowdown` with
+        ``issue`` warps at full speed, or the blocks' share of the SMs where the warps or ``issue`` are unknown."""
+        if issue is None or warps is None:
             return room / spread
         sms = math.floor(room * self.sm_count + 1e-9)
-        return 1.0 / packing_slowdown(blocks, warps, sms, self.sm_count, self.issue_warps, per_sm)
+        return 1.0 / packing_slowdown(blocks, warps, sms, self.sm_count, issue, per_sm)
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Placed]) -> list[float]:
         """Rates in start order: SM caps from the placements (packed kernels keep theirs; the others get what
@@ -204,8 +225,11 @@ def _latency_factor(slowdown: float, own_bw: float) -> float:
 
 def placement_for(profile: Profile) -> PlacementSharing:
     """Block placement on the profile's GPU (its SM count), with the bandwidth and tensor-rate capacities of the
-    profile's co-run fit (1, i.e. ideal, where its form has none), its memory latency and issue warps."""
+    profile's co-run fit (1, i.e. ideal, where its form has none), its memory latency and issue warps (per kernel
+    class where measured)."""
     params = profile.interference.params
     return PlacementSharing(sm_count=profile.hardware.sm_count, bw_capacity=params.get("bw_capacity", 1.0),
                             tc_capacity=params.get("tc_capacity", 1.0), memory_latency=profile.memory_latency,
-                            issue_warps=profile.issue_warps.value if profile.issue_warps is not None else None)
+                            issue_warps=profile.issue_warps.value if profile.issue_warps is not None else None,
+                            issue_warps_by_class=tuple(sorted((cls, fig.value) for cls, fig
+                                                              in profile.issue_warps_by_kernel.items())))

@@ -225,6 +225,10 @@ class Profile(_Model):
         None, description="resident warps per SM at which the blocks of a light-block GEMM kernel (SIMT, GEMV) "
                           "saturate an SM: blocks packed past it run slower in proportion (block placement uses "
                           "it); absent: a packed kernel slows by its blocks' share of the SMs")
+    issue_warps_by_kernel: dict[str, Figure] = Field(
+        {}, description="the same per kernel class where measured (``simulator.placement.issue_class``, by kernel "
+                        "name: e.g. ``xmma``, cuBLAS's xmma GEMM kernels); a kernel of no listed class takes "
+                        "``issue_warps``")
     link: Link
     measurements: list[str] = []
     fit: dict[str, Any] = {}

@@ -36,8 +36,13 @@ def test_carried_takes_the_sharing_model_join_cost_and_gemm_residency_and_says_s
     assert profile.issue_warps is not None and source.issue_warps is not None
     assert profile.issue_warps.value == source.issue_warps.value
     assert profile.issue_warps.source.startswith(f"NOT measured on {profile.hardware.gpu}")
+    assert source.issue_warps_by_kernel, "the calibrated profile measured a kernel class apart"
+    assert {c: f.value for c, f in profile.issue_warps_by_kernel.items()} == \
+        {c: f.value for c, f in source.issue_warps_by_kernel.items()}
+    assert all(f.source.startswith(f"NOT measured on {profile.hardware.gpu}")
+               for f in profile.issue_warps_by_kernel.values())
     untouched = {k for k in target if k not in ("host", "interference", "kernel_families", "memory_latency",
-                                                 "issue_warps")}
+                                                 "issue_warps", "issue_warps_by_kernel")}
     assert all(doc[k] == target[k] for k in untouched)
     assert doc["ceilings"] == target["ceilings"]
 

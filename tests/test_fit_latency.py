@@ -79,10 +79,29 @@ def test_issue_warps_from_packed_router_gemms(tmp_path: Path) -> None:
               _router_record(112, 4, 128, 10.0, 50.0)]
     assert [packed_warps(r) for r in others] == [None, None, None]
     assert packed_warps(packed[0])[1:] == (112, 4, 36, pytest.approx(3.2))
-    for run, recs in zip(ROUTER_RUNS, (packed + others, []), strict=True):
+    for run, recs in zip(ROUTER_RUNS, (packed + others, [], []), strict=True):
         (tmp_path / run).write_bytes(gzip.compress(json.dumps({"records": recs}).encode()))
     doc = issue_warps(tmp_path, "hand-made")
     assert doc["value"] == pytest.approx(4.5) and "2 records" in doc["source"] and "nothing fitted" in doc["source"]
+
+
+XMMA = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x1x1_ffma"
+
+
+def test_issue_warps_per_kernel_class(tmp_path: Path) -> None:
+    """An xmma router of 384 two-warp blocks (12 per SM by its registers): alone 3 per SM; beside 96 full-SM
+    blocks the busiest of the 36 free SMs holds 11, 22 warps, and it ran 1.1× slower: 22 / 1.1 = 20 warps at full
+    speed. It counts for its class only; the SIMT router beside it for the kernels of no class (16 / 3.2 = 5).
+    Beside no full-SM block its busiest SM holds no more than alone: left out."""
+    xmma = _router_record(384, 2, 96, 20.0, 22.0, name=XMMA)
+    simt = _router_record(112, 4, 96, 10.0, 32.0)
+    assert packed_warps(_router_record(384, 2, 0, 20.0, 20.0, name=XMMA)) is None
+    assert packed_warps(xmma)[1:] == (384, 2, 36, pytest.approx(1.1))
+    for run, recs in zip(ROUTER_RUNS, ([simt], [], [xmma]), strict=True):
+        (tmp_path / run).write_bytes(gzip.compress(json.dumps({"records": recs}).encode()))
+    assert issue_warps(tmp_path, "hand-made", "xmma")["value"] == pytest.approx(20.0)
+    assert "of class xmma" in issue_warps(tmp_path, "hand-made", "xmma")["source"]
+    assert issue_warps(tmp_path, "hand-made")["value"] == pytest.approx(5.0)
 
 
 def test_issue_warps_without_packed_records_is_an_input_error(tmp_path: Path) -> None:
@@ -90,3 +109,5 @@ def test_issue_warps_without_packed_records_is_an_input_error(tmp_path: Path) ->
         (tmp_path / run).write_bytes(gzip.compress(json.dumps({"records": []}).encode()))
     with pytest.raises(InputError, match="no packed router GEMM"):
         issue_warps(tmp_path, "hand-made")
+    with pytest.raises(InputError, match="no packed xmma router GEMM"):
+        issue_warps(tmp_path, "hand-made", "xmma")

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.engine import simulate
-from simulator.placement import PlacementSharing, latency_class, placement_for
+from simulator.placement import PlacementSharing, issue_class, latency_class, placement_for
 from simulator.profile import MemoryLatency, load_profile
 from tests.helpers_programs import launch, program, times
 
@@ -47,6 +47,20 @@ def test_packed_blocks_slow_by_the_warps_on_the_busiest_sm():
     assert times(r)["R"] == pytest.approx((0, 32))
     r = simulate(program([_gemm("S", "main", 5, 40, 1), _gemm("R", "aux", 10, 112, 6, warps=4)]), sharing)
     assert times(r)["R"] == pytest.approx((0, 16))
+
+
+def test_an_xmma_kernel_takes_its_class_issue_warps():
+    """With ``issue_warps`` 5 and 20 for the ``xmma`` class: an xmma GEMM of 384 two-warp blocks (12 per SM),
+    3 per SM alone (6 warps: full speed at 20), packed beside S onto the 36 free SMs: the busiest holds 11 blocks,
+    22 warps, 22 / 20 = 1.1 times slower: its 10 µs end at 11. The same blocks under another name take 5: 22 / 5
+    over 6 / 5 = 3.67 times slower, 36.67."""
+    sharing = PlacementSharing(sm_count=132, issue_warps=5.0, issue_warps_by_class=(("xmma", 20.0),))
+    xmma = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x1x1_ffma"
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm(xmma, "aux", 10, 384, 12, warps=2)]), sharing)
+    assert times(r)[xmma] == pytest.approx((0, 11))
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("simt", "aux", 10, 384, 12, warps=2)]), sharing)
+    assert times(r)["simt"] == pytest.approx((0, 10 * 22 / 6))
+    assert issue_class(xmma) == "xmma" and issue_class("cutlass_80_simt_sgemm_64x64_8x5_tn_align1") is None
 
 
 def test_blocks_that_saturate_an_sm_alone_slow_by_the_extra_blocks_only():
@@ -229,6 +243,7 @@ def test_placement_for_takes_the_profile_gpu_and_capacities():
     assert sharing.bw_capacity == profile.interference.params["bw_capacity"]
     assert sharing.memory_latency == profile.memory_latency
     assert profile.issue_warps is not None and sharing.issue_warps == profile.issue_warps.value
+    assert dict(sharing.issue_warps_by_class) == {cls: fig.value for cls, fig in profile.issue_warps_by_kernel.items()}
 
 
 def test_packing_slowdown():
