@@ -116,13 +116,14 @@ if has layout; then
     --presets deepseek_v3 2>&1 | tee "$out/layout-v3.log" | tail -8
 fi
 if has layoutmeans; then
+  # (POINT_TOKENS: other token counts than 1 2 4 16, for layoutmeans and eagertraces)
   # the layer-trace matrices (calls 19 and 24) timed again over four layouts each (two weight copies × two
   # captures, or one copy × four captures where two do not fit), timing only, one preset per process; stops
   # starting presets after LAYOUT_BUDGET_S seconds
   ldir="$out/layout_means"
   for preset in ${LAYOUT_PRESETS:-$LAYER_POINTS}; do
     if (( SECONDS > ${LAYOUT_BUDGET_S:-480} )); then echo "skipped $preset: budget" | tee -a "$out/layoutmeans.log"; continue; fi
-    python3 -m kernels_real.layout_probe --out "$ldir/$preset" --no-trace --tokens 1 2 4 16 --presets "$preset" \
+    python3 -m kernels_real.layout_probe --out "$ldir/$preset" --no-trace --tokens ${POINT_TOKENS:-1 2 4 16} --presets "$preset" \
       2>&1 | tee -a "$out/layoutmeans.log" | tail -6
   done
   python3 - "$ldir" <<'PY'
@@ -144,7 +145,7 @@ if has eagertraces; then
   edir="$out/eager_traces"
   for preset in ${EAGER_PRESETS:-$LAYER_POINTS}; do
     python3 -m kernels_real.bench --out "$edir/$preset" --trace-only --modes eager --strategies sequential \
-      --presets "$preset" --tokens 1 2 4 16 --trace-presets "$preset" --trace-tokens 1 2 4 16 \
+      --presets "$preset" --tokens ${POINT_TOKENS:-1 2 4 16} --trace-presets "$preset" --trace-tokens ${POINT_TOKENS:-1 2 4 16} \
       2>&1 | tee -a "$out/eagertraces.log" | tail -3
   done
   python3 -m calibration.merge_bench_runs "$edir"
