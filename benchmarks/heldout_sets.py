@@ -5,7 +5,7 @@ The sets are the design set (call 29's eager traces against call 28's layout mea
 later (calls 30–31, 32, 33), each a folder of sequential eager traces and a folder of layout means
 (``benchmarks/whatif_eager_traces.py`` scores one set; this script scores them all and pools the points). Per
 set: gain off (points, median / worst), signs wrong where |measured gain| > 1 %, predictions within ±1.5 points at
-1/2/4 tokens, and the regret (points, mean / worst) of the what-if's choices (multi_stream where its predicted
+≤ 4 tokens, and the regret (points, mean / worst) of the what-if's choices (multi_stream where its predicted
 gain exceeds ``--margin``) beside always multi_stream and vLLM's default. Nothing is fitted to these runs.
 
 ``--record FILE`` also writes the rows as JSON with the git commit and date, so the same command run on an older
@@ -50,7 +50,7 @@ class DecodeSet:
     label: str
     eager: str
     means: str
-    graph: str
+    graph: str | None  # None: no graph traces measured
 
 
 SETS = (
@@ -59,6 +59,8 @@ SETS = (
     *(DecodeSet(label, f"{MEASUREMENTS}/eager_traces_heldout{suffix}", f"{MEASUREMENTS}/layout_means_heldout{suffix}",
                 f"{MEASUREMENTS}/layer_traces_heldout{n}")
       for label, n, suffix in (("calls 30–31", 2, ""), ("call 32", 3, "3"), ("call 33", 4, "4"))),
+    DecodeSet("call 35 (3/6/8/12 tokens)", f"{MEASUREMENTS}/eager_traces_heldout5",
+              f"{MEASUREMENTS}/layout_means_heldout5", None),
 )
 HELD_OUT = SETS[1:]  # the sets measured after the design set
 
@@ -125,7 +127,7 @@ def _git(*args: str) -> str:
 
 def markdown(found: list[SetRow], label: str, recorded: list[dict[str, Any]]) -> str:
     """The table: the current model's rows, then each recorded run's."""
-    head = ["| model | set | points | gain off, median / worst | signs wrong | within ±1.5 at 1/2/4 tokens | "
+    head = ["| model | set | points | gain off, median / worst | signs wrong | within ±1.5 at ≤ 4 tokens | "
             "what-if regret, mean / worst | always | vLLM default |",
             "| --- | --- | ---: | --- | --- | --- | --- | --- | --- |"]
 

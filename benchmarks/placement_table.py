@@ -14,6 +14,9 @@ figure.
 beside S: per shared GEMM and preset sizes, the kernel's blocks × threads, its time alone and beside S, and the
 pair's overlap.
 
+``--call34`` checks the packing law, with each router kernel's class figure (``issue_warps_by_kernel``), on call
+34's routers (Kimi-K2's xmma kernel, Llama-4-Maverick's SIMT sgemm) beside every shared GEMM.
+
 ``--contention`` tabulates those kernels' slowdown against the shared GEMM's HBM share. ``--prefill --tokens
 16|128|1024`` prints the runs of call 26 (every routing step beside each shared GEMM at that token count).
 
@@ -31,13 +34,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from calibration.fit_latency import LATENCY_OPS, blocks_per_sm, hbm_share, main_kernel, records, shared_gemm
+from calibration.fit_latency import (
+    LATENCY_OPS,
+    _gpu_op,
+    blocks_per_sm,
+    hbm_share,
+    main_kernel,
+    records,
+    shared_gemm,
+)
 from simulator.errors import InputError, print_or_fail
-from simulator.placement import packing_slowdown
+from simulator.kineto.demand import op_family, tracks_placement
+from simulator.placement import issue_class, packing_slowdown, placement_for
 
 SM_COUNT = 132  # the probe's GPU, an H200
 PROBE = Path("calibration/measurements/h200/2026-12-03/placement_probe")
 RUNS = {"fp32": PROBE / "placement_probe_fp32.json.gz", "bf16": PROBE / "placement_probe_bf16.json.gz"}
+CALL34 = PROBE / "placement_probe_fp32_call34.json.gz"
 
 
 def shared_blocks(record: dict[str, Any]) -> int | None:
@@ -96,6 +109,50 @@ def markdown(tokens: int) -> str:
             m16 = bf16["median_us"]
             row += f" {m16['R']:.1f} | {m16['S|R']:.1f} | {100 * overlap(m16):+.0f} % |"
         lines.append(row)
+    return "\n".join(lines)
+
+
+def law_markdown(run: Path, routers: tuple[str, ...]) -> str:
+    """The packing law against one probe run's routers (``routers``), at every token count and shared GEMM: per
+    record the router kernel's class and the warps an SM runs at full speed for it (the h200 profile's figure for
+    that class), its blocks and warps on the busiest SM alone and beside S, and its slowdown beside S, measured
+    and by the law (``simulator.placement``: packed for life, or partly packed with the rest waiting for S)."""
+    from simulator.profile import load_profile
+
+    profile = load_profile("h200")
+    sharing = placement_for(profile)
+    lines = [f"Probe run `{run}`; the law with {profile.describe()}'s issue warps per kernel class.", "",
+             "| router | tokens | shared GEMM (blocks) | router kernel (class, warps at full speed) | blocks × warps | "
+             "busiest SM alone → beside S (blocks) | slowdown beside S: measured | law |",
+             "| --- | ---: | --- | --- | --- | --- | ---: | ---: |"]
+    offs = []
+    for record in records(run):
+        if record["router"] not in routers:
+            continue
+        kernel, solo, beside = main_kernel(record)
+        name = kernel["name"] if isinstance(kernel["name"], str) else record["kernels"]["names"][kernel["name"]]
+        held = shared_blocks(record)
+        blocks, per_sm, warps, _, _ = router_times(record)
+        op = _gpu_op(record, kernel)
+        if per_sm == 1 or not tracks_placement(op, op_family(op, None)):
+            continue  # not a GEMM of light blocks: the law is not its
+        issue = sharing.warps_at_full_speed(name)
+        free = SM_COUNT - (held or 0)
+        packed = free > 0 and math.ceil(blocks / free) > math.ceil(blocks / SM_COUNT)
+        law = (packing_slowdown(blocks, warps, free, SM_COUNT, issue, per_sm)
+               if packed and issue is not None and blocks_per_sm(record, shared_gemm(record)) == 1 else None)
+        partial = law is not None and blocks > free * per_sm
+        if law is not None and not partial:
+            offs.append(abs(beside / solo - law) / (beside / solo))
+        busiest = f"{math.ceil(blocks / SM_COUNT)} → {min(per_sm, math.ceil(blocks / free)) if free > 0 else 0}"
+        shown = "—" if law is None else f"{law:.2f}×" + (" (partly packed)" if partial else "")
+        lines.append(f"| {record['router']} | {record['tokens']} | {record['shared']} ({held}) | "
+                     f"{name[:32]} ({issue_class(name) or 'default'}, {issue:.1f}) | {blocks} × {warps} | {busiest} "
+                     f"| {beside / solo:.2f}× | {shown} |")
+    lines.insert(1, f"Records packed whole: {len(offs)}; the law off the measured slowdown by median "
+                    f"{100 * statistics.median(offs):.0f} %, worst {100 * max(offs):.0f} %. — : not packed denser "
+                    "than alone; partly packed: only some blocks fit on the free SMs, the law gives theirs, and the "
+                    "rest wait for S (not counted)." if offs else "No record packed whole.")
     return "\n".join(lines)
 
 
@@ -181,9 +238,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="the latency-bound kernels' slowdown against the shared GEMM's HBM share")
     ap.add_argument("--prefill", action="store_true",
                     help="call 26's runs at --tokens (16, 128 or 1024): every routing step beside each shared GEMM")
+    ap.add_argument("--call34", action="store_true",
+                    help="call 34's Kimi-K2 and Llama-4-Maverick routers: the packing law (per kernel class) against "
+                         "their measured slowdown beside every shared GEMM, at 1/2/4 tokens")
     args = ap.parse_args(argv)
 
     def report() -> str:
+        if args.call34:
+            return law_markdown(CALL34, ("kimi_k2", "llama4_maverick"))
         if args.contention:
             return contention_markdown()
         if args.prefill:

@@ -278,6 +278,12 @@ def _placement_contention() -> str:
     return pt.contention_markdown() + "\n"
 
 
+def _placement_call34() -> str:
+    import placement_table as pt
+
+    return pt.law_markdown(pt.CALL34, ("kimi_k2", "llama4_maverick")) + "\n"
+
+
 def _placement_prefill(tokens: int) -> str:
     import placement_table as pt
 
@@ -346,6 +352,7 @@ BLOCKS: dict[str, Block] = {
     **{f"decode-placement-{op}": Block(VALIDATION, f"python benchmarks/placement_table.py --tokens 2 --op {op} "
                                        "--sized-as deepseek_v3", partial(_placement_op, op))
        for op in ("topk", "softmax", "sort", "gather")},
+    "decode-placement-call34": Block(VALIDATION, "python benchmarks/placement_table.py --call34", _placement_call34),
     "decode-placement-contention": Block(VALIDATION, "python benchmarks/placement_table.py --contention",
                                          _placement_contention),
     **{f"decode-placement-prefill-{t}": Block(
@@ -373,10 +380,10 @@ BLOCKS: dict[str, Block] = {
        for prefix, eager, means, _ in HELD_OUT_SETS for suffix, decisions in (("", False), ("-decisions", True))},
     **{f"{prefix}-graph": Block(VALIDATION, _graph_traces_cmd(graph, "placement", means),
                                 partial(_whatif_graph_traces, graph, "placement", means))
-       for prefix, _, means, graph in HELD_OUT_SETS},
+       for prefix, _, means, graph in HELD_OUT_SETS if graph},
     **{f"{prefix}-graph-decisions": Block(VALIDATION, _graph_traces_cmd(graph, "placement", means) + " --decisions",
                                           partial(_graph_decisions, (graph,), means))
-       for prefix, _, means, graph in HELD_OUT_SETS},
+       for prefix, _, means, graph in HELD_OUT_SETS if graph},
     "decode-heldout-pooled": Block(VALIDATION, f"python benchmarks/heldout_sets.py --recorded {HELDOUT_RUNS}",
                                    _heldout_pooled),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),

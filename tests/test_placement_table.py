@@ -113,3 +113,36 @@ def test_prefill_table_from_a_hand_made_run(tmp_path: Path, monkeypatch: pytest.
     assert script.main(["--prefill", "--tokens", "16"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no placement-probe run at 16 tokens") and err.count("\n") == 1
+
+
+def test_the_law_per_kernel_class_on_a_hand_made_run(tmp_path: Path) -> None:
+    """An xmma router of 384 two-warp blocks (64 threads × 80 registers: 12 per SM) beside 96 full-SM blocks
+    (384 threads × 168 registers): alone 3 per SM, beside S 11 on the busiest of the 36 free SMs, 22 warps; with
+    the h200 profile's xmma figure w the law says max(1, 22 / w) / max(1, 6 / w); measured 22 / 20 µs = 1.10×.
+    An elementwise kernel as R (no GEMM) and a record of another router are left out."""
+    import gzip
+    import json
+
+    from simulator.profile import load_profile
+
+    script = _script()
+    xmma = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x1x1_ffma"
+
+    def record(router: str, name: str) -> dict:
+        fields = ["name", "dur_us", "grid", "block", "registers per thread", "shared memory"]
+        shared = [0, 9.0, [96, 1, 1], [384, 1, 1], 168, 0]
+        kernel = [1, 20.0, [384, 1, 1], [64, 1, 1], 80, 0]
+        return {"shared": "s", "router": router, "tokens": 2, "median_us": {"S": 9.0, "R": 20.0, "S|R": 25.0},
+                "kernels": {"names": ["gemm", name], "fields": fields, "graphs": {
+                    "S": [shared], "R": [kernel], "S|R": [shared, [1, 22.0, *kernel[2:]]]}}}
+
+    run = tmp_path / "probe.json.gz"
+    run.write_bytes(gzip.compress(json.dumps({"records": [
+        record("kimi_k2", xmma), record("kimi_k2", "elementwise_kernel"), record("other", xmma)]}).encode()))
+    text = script.law_markdown(run, ("kimi_k2",))
+    w = load_profile("h200").issue_warps_by_kernel["xmma"].value
+    law = max(1.0, 22 / w) / max(1.0, 6 / w)
+    rows = [line for line in text.splitlines() if line.startswith("| kimi_k2")]
+    assert len(rows) == 1 and "(xmma," in rows[0] and "| 3 → 11 |" in rows[0]
+    assert rows[0].endswith(f"| 1.10× | {law:.2f}× |")
+    assert "Records packed whole: 1" in text
