@@ -29,12 +29,11 @@ from calibration.fit_graph_corun import (
     pieces_of,
 )
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
-from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, memory_latency
+from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from simulator.decisions import score, verdict
 from simulator.errors import InputError
-from simulator.placement import ISSUE_CLASSES
 from simulator.profile import Profile, load_profile
 from simulator.validation import (
     DEFAULT_HOLDOUT_PRESETS,
@@ -417,7 +416,7 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     if all((probe / run).is_file() for run in ROUTER_RUNS):
         say("reading the warps an SM runs at full speed from the placement probe's packed router GEMMs")
         doc["issue_warps"] = issue_warps(probe, _rel(probe))
-        doc["issue_warps_by_kernel"] = {cls: issue_warps(probe, _rel(probe), cls) for cls in ISSUE_CLASSES}
+        doc["issue_warps_by_kernel"] = issue_warps_by_kernel(probe, _rel(probe))
         doc["measurements"] += [_rel(probe / run) for run in ROUTER_RUNS]
     profile = Profile.model_validate(doc)
     runs = bench_runs(folder)

@@ -32,7 +32,7 @@ from typing import Any
 from simulator.errors import InputError
 from simulator.kineto.demand import op_family, resident_blocks, tracks_placement
 from simulator.kineto.events import DeviceProps, GpuOp
-from simulator.placement import issue_class
+from simulator.placement import ISSUE_CLASSES, issue_class
 
 LATENCY_OPS = ("topk", "softmax", "sort", "gather")
 ROUTER_RUNS = ("placement_probe_fp32.json.gz", "placement_probe_bf16.json.gz", "placement_probe_fp32_call34.json.gz")
@@ -168,3 +168,14 @@ def issue_warps(probe: Path, where: str, kernel_class: str | None = None) -> dic
                       "warps on the busiest SM (ceil(blocks / free SMs) × warps per block) over the router's "
                       f"slowdown beside the GEMM, median (p10 {q10:.2f}, p90 {q90:.2f} warps); nothing fitted"}
 
+
+def issue_warps_by_kernel(probe: Path, where: str) -> dict[str, dict[str, Any]]:
+    """:func:`issue_warps` per kernel class (``simulator.placement.ISSUE_CLASSES``) that the probe's router runs
+    packed; a class they did not measure is left out (its kernels take the profile's ``issue_warps``)."""
+    out = {}
+    for cls in ISSUE_CLASSES:
+        try:
+            out[cls] = issue_warps(probe, where, cls)
+        except InputError:
+            continue
+    return out

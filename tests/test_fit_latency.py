@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, latency_curve, memory_latency, packed_warps
+from calibration.fit_latency import (
+    LATENCY_OPS,
+    ROUTER_RUNS,
+    issue_warps,
+    issue_warps_by_kernel,
+    latency_curve,
+    memory_latency,
+    packed_warps,
+)
 from simulator.errors import InputError
 from simulator.profile import MemoryLatency
 
@@ -102,6 +110,9 @@ def test_issue_warps_per_kernel_class(tmp_path: Path) -> None:
     assert issue_warps(tmp_path, "hand-made", "xmma")["value"] == pytest.approx(20.0)
     assert "of class xmma" in issue_warps(tmp_path, "hand-made", "xmma")["source"]
     assert issue_warps(tmp_path, "hand-made")["value"] == pytest.approx(5.0)
+    assert set(issue_warps_by_kernel(tmp_path, "hand-made")) == {"xmma"}
+    (tmp_path / ROUTER_RUNS[2]).write_bytes(gzip.compress(json.dumps({"records": []}).encode()))
+    assert issue_warps_by_kernel(tmp_path, "hand-made") == {}  # not measured: left out, no error
 
 
 def test_issue_warps_without_packed_records_is_an_input_error(tmp_path: Path) -> None:
