@@ -101,7 +101,7 @@ def decisions_section(runs: list[Path], gains: dict[Point, dict[Layout, float]],
              f"the shape path under {profile.describe()}):", "", *scores_table(score(points, margin, policies))]
     within = sum(abs(p.predicted_gain - p.measured_gain) <= 0.015 for p in points if p.tokens <= 4)
     small = sum(p.tokens <= 4 for p in points)
-    lines += ["", f"The shape path's predicted gain within ±1.5 points of the layout mean at 1/2/4 tokens: "
+    lines += ["", f"The shape path's predicted gain within ±1.5 points of the layout mean at ≤ 4 tokens: "
               f"{within} of {small}."]
     return lines
 

@@ -101,7 +101,7 @@ def markdown(found: list[Point], measured: str = "measured gain") -> str:
     small = [abs(p.predicted_gain - p.measured_gain) for p in found if p.tokens <= 4]
     lines = [f"Profile: {found[0].profile}. Gain off by (points): median {100 * statistics.median(offs):.1f}, "
              f"worst {100 * max(offs):.1f}; sign wrong where |measured gain| > 1 %: {len(wrong)} of "
-             f"{sum(abs(p.measured_gain) > 0.01 for p in found)}; within ±1.5 points at 1/2/4 tokens: "
+             f"{sum(abs(p.measured_gain) > 0.01 for p in found)}; within ±1.5 points at ≤ 4 tokens: "
              f"{sum(x <= 0.015 for x in small)} of {len(small)}.", "",
              f"| preset | tokens | aux ops (positions) | {measured} | what-if gain | off by (points) |",
              "| --- | ---: | --- | ---: | ---: | ---: |"]
