@@ -2,7 +2,7 @@
 off the layout means and what its choices cost as a multi_stream policy.
 
 The sets are the design set (call 29's eager traces against call 28's layout means) and the fresh sets measured
-later (calls 30–31, 32, 33), each a folder of sequential eager traces and a folder of layout means
+later (calls 30–31, 32, 33, 35), each a folder of sequential eager traces and a folder of layout means
 (``benchmarks/whatif_eager_traces.py`` scores one set; this script scores them all and pools the points). Per
 set: gain off (points, median / worst), signs wrong where |measured gain| > 1 %, predictions within ±1.5 points at
 ≤ 4 tokens, and the regret (points, mean / worst) of the what-if's choices (multi_stream where its predicted
@@ -110,7 +110,9 @@ def rows(margin: float, points_of: Callable[[DecodeSet], list[Point]] = eager_po
     per_set = {s: [GainPoint(p.preset, p.tokens, p.measured_gain, p.predicted_gain) for p in found]
                for s, found in traced.items()}
     out = [row(s.label, found, margin) for s, found in per_set.items()]
-    out.append(row("held-out sets pooled", [p for s in sets if s in HELD_OUT for p in per_set[s]], margin))
+    held = [p for s in sets if s in HELD_OUT for p in per_set[s]]
+    if held:
+        out.append(row("held-out sets pooled", held, margin))
     out.append(row("all sets pooled", [p for found in per_set.values() for p in found], margin))
     return out, next(iter(traced.values()))[0].profile
 
