@@ -36,8 +36,8 @@ from typing import Any
 
 from calibration.fit_latency import (
     LATENCY_OPS,
-    _gpu_op,
     blocks_per_sm,
+    gpu_op,
     hbm_share,
     main_kernel,
     records,
@@ -59,12 +59,16 @@ def shared_blocks(record: dict[str, Any]) -> int | None:
     return math.prod(gemm["grid"]) if gemm is not None and gemm.get("grid") else None
 
 
+def router_geometry(record: dict[str, Any], router: dict[str, Any]) -> tuple[int, int, int]:
+    """The router kernel's blocks, blocks per SM and warps per block."""
+    return math.prod(router["grid"]), blocks_per_sm(record, router), -(-math.prod(router["block"]) // 32)
+
+
 def router_times(record: dict[str, Any]) -> tuple[int, int, int, float, float]:
     """The router GEMM kernel's blocks, blocks per SM and warps per block, and its median duration alone and
     beside the shared GEMM."""
     router, solo, beside = main_kernel(record)
-    return (math.prod(router["grid"]), blocks_per_sm(record, router), -(-math.prod(router["block"]) // 32), solo,
-            beside)
+    return (*router_geometry(record, router), solo, beside)
 
 
 def packed_us(solo_us: float, blocks: int, per_sm: int, warps: int, shared_blocks: int,
@@ -130,17 +134,18 @@ def law_markdown(run: Path, routers: tuple[str, ...]) -> str:
         if record["router"] not in routers:
             continue
         kernel, solo, beside = main_kernel(record)
-        name = kernel["name"] if isinstance(kernel["name"], str) else record["kernels"]["names"][kernel["name"]]
-        held = shared_blocks(record)
-        blocks, per_sm, warps, _, _ = router_times(record)
-        op = _gpu_op(record, kernel)
+        op = gpu_op(record, kernel)
+        name = op.name
+        blocks, per_sm, warps = router_geometry(record, kernel)
         if per_sm == 1 or not tracks_placement(op, op_family(op, None)):
             continue  # not a GEMM of light blocks: the law is not its
+        gemm = shared_gemm(record)
+        held = math.prod(gemm["grid"]) if gemm is not None and gemm.get("grid") else None
         issue = sharing.warps_at_full_speed(name)
         free = SM_COUNT - (held or 0)
         packed = free > 0 and math.ceil(blocks / free) > math.ceil(blocks / SM_COUNT)
         law = (packing_slowdown(blocks, warps, free, SM_COUNT, issue, per_sm)
-               if packed and issue is not None and blocks_per_sm(record, shared_gemm(record)) == 1 else None)
+               if packed and issue is not None and blocks_per_sm(record, gemm) == 1 else None)
         partial = law is not None and blocks > free * per_sm
         if law is not None and not partial:
             offs.append(abs(beside / solo - law) / (beside / solo))

@@ -111,7 +111,7 @@ def memory_latency(probe: Path, hbm_bytes_per_us: float, where: str) -> dict[str
                       "stands for every kernel whose time is round trips to memory); nothing fitted"}
 
 
-def _gpu_op(record: dict[str, Any], kernel: dict[str, Any]) -> GpuOp:
+def gpu_op(record: dict[str, Any], kernel: dict[str, Any]) -> GpuOp:
     """A probe kernel as the trace reader's ``GpuOp`` (its name looked up in the record's name table)."""
     name = kernel["name"] if isinstance(kernel["name"], str) else record["kernels"]["names"][kernel["name"]]
     return GpuOp(kind="kernel", name=name, device=0, stream=0, ts=0.0, dur=kernel.get("dur_us", 0.0), corr=None,
@@ -121,7 +121,7 @@ def _gpu_op(record: dict[str, Any], kernel: dict[str, Any]) -> GpuOp:
 
 def blocks_per_sm(record: dict[str, Any], kernel: dict[str, Any]) -> int:
     """How many of a kernel's blocks one H200 SM holds (the occupancy rules of ``simulator.kineto.demand``)."""
-    return resident_blocks(_gpu_op(record, kernel), H200) or 1
+    return resident_blocks(gpu_op(record, kernel), H200) or 1
 
 
 def packed_warps(record: dict[str, Any]) -> tuple[str, int, int, int, float] | None:
@@ -133,7 +133,7 @@ def packed_warps(record: dict[str, Any]) -> tuple[str, int, int, int, float] | N
     if gemm is None or blocks_per_sm(record, gemm) != 1:
         return None
     kernel, solo, beside = main_kernel(record)
-    op = _gpu_op(record, kernel)
+    op = gpu_op(record, kernel)
     blocks, per_sm = math.prod(kernel["grid"]), blocks_per_sm(record, kernel)
     free = H200.num_sms - math.prod(gemm["grid"])
     if not tracks_placement(op, op_family(op, None)) or per_sm == 1 or free <= 0 or blocks > free * per_sm:
