@@ -216,6 +216,12 @@ def _graph_node_gaps() -> str:
     return gg.markdown(list(gg.DEFAULT_RUNS)) + "\n"
 
 
+def _time_spread() -> str:
+    import time_spread as ts  # benchmarks/time_spread.py
+
+    return ts.markdown(ts.spread([ts.parse_run(arg) for arg in ts.DEFAULT_RUNS])) + "\n"
+
+
 def _layout_spread_of(run: str) -> str:
     import layout_spread as ls
 
@@ -387,6 +393,7 @@ BLOCKS: dict[str, Block] = {
     "decode-heldout-pooled": Block(VALIDATION, f"python benchmarks/heldout_sets.py --recorded {HELDOUT_RUNS}",
                                    _heldout_pooled),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
+    "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     **{f"{prefix}-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {means} --profile h200",
                                        partial(_layout_spread_of, means))
        for prefix, _, means, _ in HELD_OUT_SETS},
