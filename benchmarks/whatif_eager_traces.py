@@ -15,7 +15,6 @@ layouts). Nothing is fitted to these runs.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -23,33 +22,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from whatif_graph_traces import Point, decisions_markdown, markdown
 
+from calibration.fit_whatif import REGION, eager_whatifs, predicted_gain, sequential_traces
 from simulator.errors import InputError, print_or_fail
-from simulator.kineto.replay import run_whatif, sharing_label
-from simulator.validation import measured_gains
+from simulator.kineto.replay import sharing_label
 
 MEASUREMENTS = Path(__file__).resolve().parents[1] / "calibration" / "measurements" / "h200" / "2026-12-03"
 DEFAULT_RUN = MEASUREMENTS / "eager_traces"
 DEFAULT_REFERENCE = MEASUREMENTS / "layout_means"
-REGION = "moe.shared_experts"
-_NAME = re.compile(r"(?P<preset>.+)_t(?P<tokens>\d+)_sequential_(?P<mode>eager|graph)\.json\.gz$")
-
-
-def sequential_traces(run: Path, mode: str) -> dict[tuple[str, int], Path]:
-    """(preset, tokens) → the sequential trace of ``run/traces`` in ``mode`` (eager or graph)."""
-    found = {}
-    for path in sorted((run / "traces").glob(f"*_sequential_{mode}.json.gz")):
-        m = _NAME.match(path.name)
-        if m:
-            found[(m["preset"], int(m["tokens"]))] = path
-    return found
-
-
-def eager_traces(run: Path) -> dict[tuple[str, int], Path]:
-    """(preset, tokens) → the sequential eager trace of ``run/traces``."""
-    found = sequential_traces(run, "eager")
-    if not found:
-        raise InputError(f"{run}/traces: no *_sequential_eager.json.gz trace")
-    return found
 
 
 def graph_traces(runs: list[Path]) -> dict[tuple[str, int], Path]:
@@ -63,19 +42,12 @@ def graph_traces(runs: list[Path]) -> dict[tuple[str, int], Path]:
 def points(run: Path, reference: Path, graph_runs: list[Path], sharing: str = "placement") -> list[Point]:
     """The what-if on every eager trace of ``run`` whose point ``reference`` measured (and, with ``graph_runs``,
     whose graph trace one of them has: durations from it)."""
-    measured = measured_gains([reference])
-    durations = graph_traces(graph_runs) if graph_runs else {}
-    out = []
-    for key, trace in eager_traces(run).items():
-        if key not in measured or (graph_runs and key not in durations):
-            continue
-        result = run_whatif(trace, REGION, launch="graph", progress=False, sharing=sharing,
-                            durations_from=durations.get(key))
-        out.append(Point(key[0], key[1], REGION, measured[key],
-                         1 - (result.whatif_layer_us or 0.0) / result.baseline_layer_us,
-                         result.profile.describe() + sharing_label(sharing)
-                         + ("; kernel durations from the sequential graph traces" if graph_runs else
-                            "; kernel durations as traced (eager)")))
+    durations = graph_traces(graph_runs) if graph_runs else None
+    out = [Point(key[0], key[1], REGION, measured, predicted_gain(result),
+                 result.profile.describe() + sharing_label(sharing)
+                 + ("; kernel durations from the sequential graph traces" if graph_runs else
+                    "; kernel durations as traced (eager)"))
+           for key, measured, result in eager_whatifs(run, reference, sharing=sharing, durations=durations)]
     if not out:
         raise InputError(f"{run}: no eager trace of a point {reference} measured")
     return out

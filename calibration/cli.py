@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  graph fork/join: {profile.host.graph_join_us.value:.2f} µs ({profile.host.graph_join_us.source})")
     for line in profile.fit.get("decisions", {}).get("verdict", []):
         print(f"  decisions: {line}")
+    for line in profile.fit.get("whatif_decisions", {}).get("verdict", []):
+        print(f"  decisions of the trace what-if: {line}")
     layer = profile.fit.get("layer")
     if layer:
         print(f"  eager host scale × {layer['host_scale']} ({layer['calibration_cases']} calibration cases; held out: "

@@ -32,6 +32,7 @@ from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_fam
 from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
+from calibration.fit_whatif import decode_sets, whatif_decisions_report
 from simulator.decisions import score, verdict
 from simulator.errors import InputError
 from simulator.profile import Profile, load_profile
@@ -372,7 +373,8 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
     S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load where the
     folder has the placement probe's runs, and from its router runs the warps an SM runs at full speed
-    (``calibration.fit_latency``); then the decisions it makes on the folder's bench runs."""
+    (``calibration.fit_latency``); then the decisions it makes on the folder's bench runs, and those of the trace
+    what-if on its decode sets (``calibration.fit_whatif``)."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
     if not path.exists():
         raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
@@ -425,6 +427,14 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
         doc["fit"]["decisions"] = decisions_report(profile, runs)
         doc["measurements"] += [_rel(r / "cases.json") for r in runs]
         profile = Profile.model_validate(doc)
+    if decode_sets(folder):
+        say("scoring the trace what-if's decisions on the decode sets (eager traces beside layout means)")
+        whatif = whatif_decisions_report(profile, folder, _rel)
+        if whatif is not None:
+            doc["fit"]["whatif_decisions"] = whatif
+            doc["measurements"] += [f"{s[key]}/{leaf}" for s in whatif["sets"]
+                                    for key, leaf in (("traces", "traces"), ("reference", "cases.json"))]
+            profile = Profile.model_validate(doc)
     return profile
 
 

@@ -128,6 +128,7 @@ class Recommendation:
     other: Curve | None
     link: str = ""  # the collectives' link figures and their source
     decisions: dict[str, Any] | None = None  # the profile's decisions scored on measured runs (None: not scored)
+    whatif_decisions: dict[str, Any] | None = None  # the trace what-if's, scored on the decode sets (None: not)
 
     @property
     def threshold(self) -> int | None:
@@ -155,17 +156,32 @@ class Recommendation:
         return {"scenario": self.scenario, "profile": self.profile, "link": self.link, "margin": self.margin,
                 "enable_multi_stream": self.threshold is not None, "token_threshold": self.threshold,
                 "dp_gate": self.dp_gate, "settings": self.settings(), "curve": self.curve.to_json_dict(),
-                "counterpart": self.other.to_json_dict() if self.other else None, "decisions": self.decisions}
+                "counterpart": self.other.to_json_dict() if self.other else None, "decisions": self.decisions,
+                "whatif_decisions": self.whatif_decisions}
 
     def decision_lines(self) -> list[str]:
         """Where the profile's choices were scored on measured gains: which trivial policy they beat."""
         if not self.decisions:
-            return ["the model's choices were not scored on measured gains for this profile (no measured runs)"]
+            return ["the model's choices were not scored on measured gains for this profile (no measured runs)",
+                    *self.whatif_lines()]
         d = self.decisions
         head = (f"the model's choices (multi_stream where it predicts more than {d['margin']:.1%}) scored on "
                 f"{d['points']} measured graph points ({', '.join(d['runs'])}; regret = measured gain of the better "
                 "strategy minus that of the chosen one):")
-        return [head, *d["verdict"]]
+        return [head, *d["verdict"], *self.whatif_lines()]
+
+    def whatif_lines(self) -> list[str]:
+        """Where the trace what-if's choices were scored the same way: the alternative to this shape-only model
+        when a sequential trace of the model on this GPU can be recorded."""
+        w = self.whatif_decisions
+        if not w:
+            return []
+        sets = ", ".join(s["traces"] for s in w["sets"])
+        head = ("the trace what-if (moesim whatif trace SEQUENTIAL_TRACE --aux-module/--aux-region <the shared "
+                "experts> --launch graph, on a sequential trace of the model on this GPU), its choices scored the "
+                f"same way on {w['points']} measured graph points ({sets}: kernels_real's traces, shared experts "
+                f"in --aux-region {w['region']}; measured gain: the mean over four memory layouts):")
+        return [head, *w["verdict"]]
 
 
 def recommend(scenario: Scenario, source: str = "<scenario>") -> Recommendation:
@@ -174,4 +190,5 @@ def recommend(scenario: Scenario, source: str = "<scenario>") -> Recommendation:
     other = gain_curve(other_scenario, f"{source} (counterpart)") if other_scenario else None
     ev = evaluate(scenario, source)
     return Recommendation(scenario.label(source), ev.profile.describe(), scenario.thresholds.margin, curve, other,
-                          ev.case.platform.describe_link(), ev.profile.fit.get("decisions"))
+                          ev.case.platform.describe_link(), ev.profile.fit.get("decisions"),
+                          ev.profile.fit.get("whatif_decisions"))

@@ -58,6 +58,26 @@ def test_thresholds_say_how_far_the_choice_was_scored():
     assert "3 measured graph points" in lines[0] and lines[-1].startswith("model beats never")
 
 
+def test_thresholds_point_at_the_trace_what_if_where_it_was_scored():
+    """With the trace what-if's record in the profile, its verdict follows the model's, with the command to run
+    it; without one nothing is added."""
+    from simulator.thresholds import Curve, Recommendation
+
+    curve = Curve("TP1 DP1 EP1", 1, [], 0.005)
+    model = {"points": 3, "runs": ["r"], "margin": 0.005, "verdict": verdict(score(POINTS, 0.005))}
+    whatif = {"points": 3, "sets": [{"traces": "eager_traces_x", "reference": "layout_means_x", "points": 3}],
+              "margin": 0.005, "region": "moe.shared_experts",
+              "verdict": verdict(score(POINTS, 0.005), "the trace what-if")}
+    lines = Recommendation("s", "p", 0.005, curve, None, decisions=model, whatif_decisions=whatif).decision_lines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("the trace what-if (moesim whatif trace"))
+    assert head == 1 + len(model["verdict"])
+    assert "--launch graph" in lines[head] and "--aux-region moe.shared_experts" in lines[head]
+    assert "eager_traces_x" in lines[head]
+    assert lines[head + 1:] == whatif["verdict"]
+    assert len(Recommendation("s", "p", 0.005, curve, None, decisions=model).decision_lines()) == \
+        1 + len(model["verdict"])
+
+
 def test_measured_elsewhere_chooses_by_the_other_measurement():
     """The reference says a t1 lost (−2 %) and b t2 gained (+3 %): the policy picks sequential at a t1 (regret
     10 points there), multi_stream at b t2 (regret 1) and at a t512 (+1 %: regret 3)."""

@@ -17,7 +17,9 @@ MEASURED = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03"
 
 
 def test_trace_names_give_preset_and_tokens() -> None:
-    found = load_benchmark("whatif_eager_traces").eager_traces(MEASURED / "eager_traces")
+    from calibration.fit_whatif import eager_traces
+
+    found = eager_traces(MEASURED / "eager_traces")
     assert len(found) == 72
     assert found[("deepseek_v2_lite@tp2", 16)].name == "deepseek_v2_lite@tp2_t16_sequential_eager.json.gz"
 

@@ -159,8 +159,11 @@ def layers_per_trace(trace: Trace) -> int:
     return int(value)
 
 
-def profile_for(trace: Trace, name: str | None) -> Profile:
-    """The named profile, else the shipped one matching the traced GPU's name (calibrated first)."""
+def profile_for(trace: Trace, name: str | Profile | None) -> Profile:
+    """The profile given (a name, a JSON path or a loaded one), else the shipped one matching the traced GPU's
+    name (calibrated first)."""
+    if isinstance(name, Profile):
+        return name
     if name is not None:
         return load_profile(name)
     gpus = {d.name.lower() for d in trace.devices.values() if d.name}
@@ -215,8 +218,8 @@ def list_modules(path: str | Path, profile: str | None = None, device: int | Non
         return listing(load_host(path, profile, device, thread, progress)[2])
 
 
-def load_host(path: str | Path, profile: str | None = None, device: int | None = None, thread: int | None = None,
-              progress: bool = True) -> tuple[Trace, Profile, HostTrace]:
+def load_host(path: str | Path, profile: str | Profile | None = None, device: int | None = None,
+              thread: int | None = None, progress: bool = True) -> tuple[Trace, Profile, HostTrace]:
     """Read and import ``path`` (the profile named, else the one matching the traced GPU)."""
     trace = read_trace(path, progress=progress)
     prof = profile_for(trace, profile)
@@ -224,8 +227,9 @@ def load_host(path: str | Path, profile: str | None = None, device: int | None =
 
 
 def run_whatif(path: str | Path, region: str | None, *, join_after: str | None = None, module: str | None = None,
-               join_after_module: str | None = None, launch: LaunchMode = "as-traced", profile: str | None = None,
-               device: int | None = None, thread: int | None = None, durations_from: str | Path | None = None,
+               join_after_module: str | None = None, launch: LaunchMode = "as-traced",
+               profile: str | Profile | None = None, device: int | None = None, thread: int | None = None,
+               durations_from: str | Path | None = None,
                host_scale: float = 1.0, measured_layer_us: float | None = None, serialize_aux: bool = False,
                aux_kernels: str | None = None, join_after_kernel: str | None = None, progress: bool = True,
                sharing: SharingForm = "placement") -> WhatIf:
@@ -246,7 +250,7 @@ def run_whatif(path: str | Path, region: str | None, *, join_after: str | None =
 
 
 def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None, module: str | None,
-                join_after_module: str | None, launch: LaunchMode, profile: str | None, device: int | None,
+                join_after_module: str | None, launch: LaunchMode, profile: str | Profile | None, device: int | None,
                 thread: int | None, durations_from: str | Path | None, host_scale: float,
                 measured_layer_us: float | None, serialize_aux: bool, aux_kernels: str | None,
                 join_after_kernel: str | None, progress: bool, sharing: SharingForm) -> WhatIf:
