@@ -19,7 +19,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "which multi_stream beats the best alternative by thresholds.margin of the step time) and "
                     "dp_gate (from the same GPUs in the other layout, DP attention + EP vs TP + EP; not a vLLM "
                     "setting: the output says what to do with it). Figures come from the scenario's profile "
-                    "(calibrated or datasheet: the output says which).")
+                    "(calibrated or datasheet: the output says which). Last, how far to trust them: where the "
+                    "profile was calibrated, its choices scored on measured points (regret beside always / vLLM's "
+                    "default / never multi_stream), and those of the trace what-if (moesim whatif trace on a "
+                    "sequential trace of the model), the tool to prefer where this shape-only model loses.")
     p.add_argument("scenario", help="scenario YAML")
     add_scenario_options(p)
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
