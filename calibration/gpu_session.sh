@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces, placement, layout, layoutmeans, eagertraces), or all (= tests+micro+sweep).
+# graphprobe, decode, layertraces, placement, branch, layout, layoutmeans, eagertraces), or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -106,6 +106,10 @@ if has placement; then
   # the fp32 router GEMM beside shared-expert GEMMs whose grids leave more or fewer SMs free, inside graphs
   python3 -m calibration.microbench.placement_probe --out "$out/placement" --budget-s "${PLACEMENT_BUDGET_S:-150}" \
     2>&1 | tee "$out/placement.log" | tail -90
+fi
+if has branch; then
+  # when the routing branch starts and ends beside a shared GEMM inside a graph: %globaltimer stamps, no profiler
+  python3 -m calibration.microbench.branch_probe --out "$out/branch" 2>&1 | tee "$out/branch.log" | tail -40
 fi
 if has layout; then
   # A/A: the same layer graphs captured twice, on two copies of the weights (same values, other addresses),
