@@ -15,7 +15,9 @@ A stamp kernel is one block of one warp and needs almost no registers or shared 
 GEMM block that holds an SM's registers and shared memory: "R start" is when the branch is dispatched, and
 "R end" minus it is the routing head's time beside S (its cast and GEMM). Shapes: ``placement_probe.SHARED`` ×
 the routers of ``--routers`` × ``--tokens``. 3 warm-up and 25 replays per graph, every replay's stamps read
-back; medians over replays × sets, µs after the set's fork stamp.
+back; medians over replays × sets, µs after the set's fork stamp. Then, in the same process, the placement probe's
+own S, R and S|R graphs of the case without stamps, event-timed (``events_us``, µs per set): whether a stamp
+kernel changes the co-run.
 ``python -m calibration.microbench.branch_probe --out DIR`` writes ``branch_probe.json.gz``.
 CUDA only (``%globaltimer`` is PTX; not run on AMD hardware, refused on ROCm).
 """
@@ -34,8 +36,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from calibration.microbench.graph_corun import capture
-from calibration.microbench.placement_probe import ROUTERS, SETS, SHARED, routing_op
+from calibration.microbench.graph_corun import capture, replay_us
+from calibration.microbench.placement_probe import ROUTERS, SETS, SHARED, routing_op, steps
 from kernels_real.bench import run_env
 
 STAMPS = ("fork", "S end", "R start", "R end")
@@ -144,11 +146,15 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 made = stamped_steps(k, n, hidden, experts, m, aux, buf, stamp)
                 stamps = {name: stamped_replays(capture(step, SETS), buf) for name, step in made.items()}
-                records.append({**case, "stamps_us": stamps})
+                # the placement probe's graphs again, without stamps, event-timed (µs per set), in the same process
+                plain = {name: round(statistics.median(replay_us(capture(step, SETS), SETS)), 3)
+                         for name, step in steps(k, n, hidden, experts, m, aux).items()}
+                records.append({**case, "stamps_us": stamps, "events_us": plain})
                 both = stamps["S|R"]
                 print(f"{s_label:22} {r_label:16} t{m}  S end {stamps['S']['S end']:6.1f}  R alone "
                       f"{stamps['R']['R end'] - stamps['R']['R start']:5.1f}  | S|R: R start {both['R start']:5.1f}"
-                      f"  R end {both['R end']:6.1f}  S end {both['S end']:6.1f}", flush=True)
+                      f"  R end {both['R end']:6.1f}  S end {both['S end']:6.1f}  | no stamps: S|R {plain['S|R']:6.1f}",
+                      flush=True)
                 torch.cuda.empty_cache()
     args.out.mkdir(parents=True, exist_ok=True)
     payload = {"env": run_env(torch.device("cuda"), __doc__), "stamps": list(STAMPS), "records": records,
