@@ -222,6 +222,14 @@ def _time_spread() -> str:
     return ts.markdown(ts.spread([ts.parse_run(arg) for arg in ts.DEFAULT_RUNS])) + "\n"
 
 
+def _branch_table() -> str:
+    import branch_table as bt  # benchmarks/branch_table.py
+
+    grids, probe = bt.shared_blocks(), bt.probe_forked_us()
+    return "\n\n".join(bt.markdown(bt.rows(bt.load(run), grids, probe), run, table=i == 0)
+                       for i, run in enumerate(bt.DEFAULT_RUNS)) + "\n"
+
+
 def _layout_spread_of(run: str) -> str:
     import layout_spread as ls
 
@@ -394,6 +402,7 @@ BLOCKS: dict[str, Block] = {
                                    _heldout_pooled),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
+    "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     **{f"{prefix}-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {means} --profile h200",
                                        partial(_layout_spread_of, means))
        for prefix, _, means, _ in HELD_OUT_SETS},

@@ -24,18 +24,22 @@ def _run(folder: Path) -> Path:
 
 def test_rows_from_stamps(tmp_path: Path) -> None:
     table = load_benchmark("branch_table")
-    row = table.rows(table.load(_run(tmp_path / "run")), {"deepseek_v3": (96, 1)})[0]
+    row = table.rows(table.load(_run(tmp_path / "run")), {"deepseek_v3": (96, 1)},
+                     {("deepseek_v3", "kimi_k2", 2): 40.0})[0]
     assert row["head_alone_us"] == pytest.approx(25.0) and row["head_beside_us"] == pytest.approx(50.0)
     assert row["head_slowdown"] == pytest.approx(2.0) and row["branch_start_us"] == 1.5
     assert (row["shared_blocks"], row["s_end_beside_us"]) == (96, 22.0)
+    assert (row["forked_end_us"], row["probe_forked_us"]) == (51.5, 40.0)  # the later of R end and S end
+    assert row["unstamped_forked_us"] is None  # a run without events_us (call 36's)
 
 
 def test_the_committed_run_reads_the_probe_grids() -> None:
     table = load_benchmark("branch_table")
     grids = table.shared_blocks()
     assert grids["qwen2_57b_a14b"] == (132, 1) and grids["deepseek_v3@tp8"][0] == 40
-    found = table.rows(table.load(table.DEFAULT_RUN), grids)
-    assert len(found) == 30 and all(r["shared_blocks"] for r in found)
+    found = table.rows(table.load(table.DEFAULT_RUN), grids, table.probe_forked_us())
+    assert len(found) == 30 and all(r["shared_blocks"] and r["probe_forked_us"] for r in found)
+    assert all(r["unstamped_forked_us"] for r in found)  # call 37 timed the unstamped graphs in the same process
 
 
 def test_a_missing_run_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
