@@ -72,8 +72,15 @@ class MoELayer:
     """The layer's kernels and streams; weights are passed per call so a bench can rotate weight sets."""
 
     def __init__(
-        self, cfg: MoEConfig, device: torch.device | str = "cpu", backend: str | None = None
+        self, cfg: MoEConfig, device: torch.device | str = "cpu", backend: str | None = None,
+        router_delay_cycles: int = 0,
     ) -> None:
+        """``router_delay_cycles``: multi_stream only, a spin kernel of that many GPU clock cycles on the main
+        stream after the fork, ahead of the routing head (0: none): the knob ``kernels_real.spacer_probe`` times
+        (the branch probe of calls 36-37 found a microsecond there changing how some co-runs share the SMs)."""
+        if router_delay_cycles < 0:
+            raise ConfigError(f"router_delay_cycles must be >= 0, got {router_delay_cycles}")
+        self.router_delay_cycles = router_delay_cycles
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype: torch.dtype = getattr(torch, cfg.dtype)
@@ -134,6 +141,8 @@ class MoELayer:
             pair.output_ready.record(self.aux)
         if inplace_race:
             x.mul_(0.5)  # e.g. an in-place scaling of the routed input, unordered with aux's reads
+        if self.router_delay_cycles:
+            torch.cuda._sleep(self.router_delay_cycles)
         routed = self._routed(x, w)
         main.wait_event(pair.output_ready)
         return routed + shared
