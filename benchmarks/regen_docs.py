@@ -230,6 +230,12 @@ def _branch_table() -> str:
                        for i, run in enumerate(bt.DEFAULT_RUNS)) + "\n"
 
 
+def _spacer_table() -> str:
+    import spacer_table as st  # benchmarks/spacer_table.py
+
+    return st.markdown(st.points(st.load(st.DEFAULT_RUN)), st.DEFAULT_RUN) + "\n"
+
+
 def _layout_spread_of(run: str) -> str:
     import layout_spread as ls
 
@@ -403,6 +409,7 @@ BLOCKS: dict[str, Block] = {
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
+    "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
     **{f"{prefix}-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {means} --profile h200",
                                        partial(_layout_spread_of, means))
        for prefix, _, means, _ in HELD_OUT_SETS},
