@@ -11,7 +11,7 @@ profile is only run. ``moesim thresholds`` prints the verdict beside the shape p
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ def decode_sets(folder: Path) -> list[tuple[Path, Path]]:
     return pairs
 
 
-def whatif_decisions_report(profile: Profile, folder: Path, rel: Any = str,
+def whatif_decisions_report(profile: Profile, folder: Path, rel: Callable[[Path], str] = str,
                             margin: float = 0.005) -> dict[str, Any] | None:
     """The regret of the trace what-if's choices on every decode set under ``folder`` (None without one);
     ``rel`` names a folder in the report."""

@@ -180,7 +180,9 @@ class Recommendation:
         head = ("the trace what-if (moesim whatif trace SEQUENTIAL_TRACE --aux-module/--aux-region <the shared "
                 "experts> --launch graph, on a sequential trace of the model on this GPU), its choices scored the "
                 f"same way on {w['points']} measured graph points ({sets}: kernels_real's traces, shared experts "
-                f"in --aux-region {w['region']}; measured gain: the mean over four memory layouts):")
+                f"in --aux-region {w['region']}; measured gain: the mean over four memory layouts; per set, and the "
+                "sets measured after the model's design pooled apart: calibration/VALIDATION.md, block "
+                "decode-heldout-pooled):")
         return [head, *w["verdict"]]
 
 
