@@ -11,9 +11,11 @@ into a buffer at four points of each weight set's step, per graph:
 - ``S|R``: the fork stamp on main, then, forked with an event pair as the layer does, the aux branch (S, S end)
   captured first and the main branch (R start, routing head, R end), joined before the next set.
 
-A stamp kernel is one block of one warp and needs almost no registers or shared memory, so it fits beside a
-GEMM block that holds an SM's registers and shared memory: "R start" is when the branch is dispatched, and
-"R end" minus it is the routing head's time beside S (its cast and GEMM). Shapes: ``placement_probe.SHARED`` ×
+A stamp kernel is one block of one warp with few registers and no shared memory: "R start" is when the branch
+gets an SM for it (at once wherever S leaves SMs free; beside a GEMM whose blocks hold every SM's registers it
+waited), and "R end" minus it is the routing head's time beside S (its cast and GEMM). The stamps are not
+neutral: in call 37 a stamp ahead of the routing head halved some forked graphs against the same graph without
+stamps (``events_us``). Shapes: ``placement_probe.SHARED`` ×
 the routers of ``--routers`` × ``--tokens``. 3 warm-up and 25 replays per graph, every replay's stamps read
 back; medians over replays × sets, µs after the set's fork stamp. Then, in the same process, the placement probe's
 own S, R and S|R graphs of the case without stamps, event-timed (``events_us``, µs per set): whether a stamp
