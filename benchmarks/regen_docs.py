@@ -233,7 +233,8 @@ def _branch_table() -> str:
 def _spacer_table() -> str:
     import spacer_table as st  # benchmarks/spacer_table.py
 
-    return st.markdown(st.points(st.load(st.DEFAULT_RUN)), st.DEFAULT_RUN) + "\n"
+    runs = list(st.DEFAULT_RUNS)
+    return st.markdown(st.points([r for run in runs for r in st.load(run)]), runs) + "\n"
 
 
 def _layout_spread_of(run: str) -> str:

@@ -1,11 +1,12 @@
 """The spacer probe's layer gains: multi_stream with and without a spin kernel ahead of the routing head.
 
-Reads ``kernels_real.spacer_probe`` runs (one folder per preset, each with ``cases.json``): per preset × tokens, the
+Reads ``kernels_real.spacer_probe`` runs (one folder per preset, each with ``cases.json``; several runs pooled, a
+point measured in two taken from both): per preset × tokens, the
 multi_stream gain over sequential without a delay and with each measured ``router_delay_cycles``, the mean over
 the graph captures (each capture's own sequential base: the captures' mean), and where the delay turns a
 measured loss into a gain. Prints markdown (or ``--json``).
 
-    python benchmarks/spacer_table.py [RUN ...] [--json]
+    python benchmarks/spacer_table.py [RUN ...] [--json]    # default: calls 39 and 40
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 from simulator.errors import InputError, print_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_RUN = ROOT / "calibration" / "measurements" / "h200" / "2026-12-04" / "spacer_probe"
+MEASURED = ROOT / "calibration" / "measurements" / "h200" / "2026-12-04"
+DEFAULT_RUNS = (MEASURED / "spacer_probe", MEASURED / "spacer_probe_call40")  # calls 39 (1/2/4 tokens), 40 (3-16)
 
 
 def load(run: Path) -> list[dict[str, Any]]:
@@ -46,10 +48,10 @@ def points(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def markdown(found: list[dict[str, Any]], run: Path) -> str:
+def markdown(found: list[dict[str, Any]], runs: list[Path]) -> str:
     delays = sorted({int(d) for p in found for d in p["gains"]})
-    where = run.relative_to(ROOT) if run.is_relative_to(ROOT) else run
-    lines = [f"Run `{where}`: graph mode, multi_stream gain over sequential (mean over the graph captures); "
+    where = ", ".join(f"`{r.relative_to(ROOT) if r.is_relative_to(ROOT) else r}`" for r in runs)
+    lines = [f"Runs {where}: graph mode, multi_stream gain over sequential (mean over the graph captures); "
              "delay = `router_delay_cycles` (`torch.cuda._sleep` on the main stream after the fork, ahead of the "
              "routing head; 2000 cycles is about 1 µs on the H200). Not run on AMD hardware.", "",
              "| preset | tokens | " + " | ".join("no delay" if d == 0 else f"delay {d}" for d in delays) + " |",
@@ -70,13 +72,14 @@ def markdown(found: list[dict[str, Any]], run: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run", nargs="?", type=Path, default=DEFAULT_RUN, help=f"probe run (default {DEFAULT_RUN})")
+    ap.add_argument("runs", nargs="*", type=Path, default=list(DEFAULT_RUNS),
+                    help="probe runs (default: calls 39 and 40)")
     ap.add_argument("--json", action="store_true", help="print machine-readable JSON")
     args = ap.parse_args(argv)
 
     def report() -> str:
-        found = points(load(args.run))
-        return json.dumps(found, indent=2) if args.json else markdown(found, args.run)
+        found = points([r for run in args.runs for r in load(run)])
+        return json.dumps(found, indent=2) if args.json else markdown(found, args.runs)
 
     return print_or_fail(report)
 

@@ -27,7 +27,7 @@ def test_gains_by_hand_and_a_loss_turned(tmp_path: Path) -> None:
     assert found[0]["sequential_us"] == 101.0
     assert found[0]["gains"]["0"] == pytest.approx(1 - 106 / 101, abs=1e-5)  # a loss
     assert found[0]["gains"]["2000"] == pytest.approx(1 - 97 / 101, abs=1e-5)  # a gain
-    text = table.markdown(found, tmp_path)
+    text = table.markdown(found, [tmp_path])
     assert "loses (more than 0.5 %) at 1 of 1 points; a delay turns 1 of them into a gain" in text
 
 
