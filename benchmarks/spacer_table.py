@@ -66,8 +66,26 @@ def markdown(found: list[dict[str, Any]], runs: list[Path]) -> str:
                   f"delay turns {len(turned)} of them into a gain (more than 0.5 %): "
               + (", ".join(f"{p['preset']} t{p['tokens']}" for p in turned) or "none") + ".",
               f"The better delay against none, over all points: median {100 * statistics.median(best):+.1f} points, "
-              f"from {100 * min(best):+.1f} to {100 * max(best):+.1f}."]
+              f"from {100 * min(best):+.1f} to {100 * max(best):+.1f}.", "",
+              "As fixed policies (regret: the gain of the best of sequential and every multi_stream variant at the "
+              "point minus the policy's, in points; mean / worst over the points):", ""]
+    for label, pick in policies(delays):
+        regrets = [best_gain(p) - pick(p) for p in found]
+        lines.append(f"- {label}: {100 * statistics.fmean(regrets):.2f} / {100 * max(regrets):.2f}")
     return "\n".join(lines)
+
+
+def best_gain(point: dict[str, Any]) -> float:
+    """The best measured gain at the point over sequential (0) and every multi_stream variant."""
+    return max(0.0, *point["gains"].values())
+
+
+def policies(delays: list[int]) -> list[tuple[str, Any]]:
+    """Fixed policies: always sequential, and always multi_stream with each measured delay (none included)."""
+    out: list[tuple[str, Any]] = [("always sequential", lambda p: 0.0)]
+    out += [(f"always multi_stream, {'no delay' if d == 0 else f'delay {d}'}", lambda p, d=d: p["gains"][str(d)])
+            for d in delays]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,6 +29,10 @@ def test_gains_by_hand_and_a_loss_turned(tmp_path: Path) -> None:
     assert found[0]["gains"]["2000"] == pytest.approx(1 - 97 / 101, abs=1e-5)  # a gain
     text = table.markdown(found, [tmp_path])
     assert "loses (more than 0.5 %) at 1 of 1 points; a delay turns 1 of them into a gain" in text
+    # regret against the best here (the delay: 1 - 97/101 = 3.96 points): sequential 3.96, no delay 3.96 + 4.95
+    assert "- always sequential: 3.96 / 3.96" in text
+    assert "- always multi_stream, no delay: 8.91 / 8.91" in text
+    assert "- always multi_stream, delay 2000: 0.00 / 0.00" in text
 
 
 def test_a_folder_without_cases_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
