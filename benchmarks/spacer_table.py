@@ -23,6 +23,7 @@ from simulator.errors import InputError, print_or_fail
 ROOT = Path(__file__).resolve().parents[1]
 MEASURED = ROOT / "calibration" / "measurements" / "h200" / "2026-12-04"
 DEFAULT_RUNS = (MEASURED / "spacer_probe", MEASURED / "spacer_probe_call40")  # calls 39 (1/2/4 tokens), 40 (3-16)
+ROUTED_FIRST = "routed first"
 
 
 def load(run: Path) -> list[dict[str, Any]]:
@@ -35,57 +36,63 @@ def load(run: Path) -> list[dict[str, Any]]:
 
 def points(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (preset, tokens): the mean sequential time and the gain of each multi_stream delay (fractions)."""
-    by: dict[tuple[str, int], dict[tuple[str, int], list[float]]] = {}
+    by: dict[tuple[str, int], dict[tuple[str, str], list[float]]] = {}
     for r in records:
-        key = (str(r["strategy"]), int(r["router_delay_cycles"]))
+        key = (str(r["strategy"]), variant(r))
         by.setdefault((str(r["preset"]), int(r["tokens"])), {}).setdefault(key, []).append(float(r["median_us"]))
     out = []
     for (preset, tokens), times in sorted(by.items()):
-        seq = statistics.fmean(times[("sequential", 0)])
-        gains = {d: 1 - statistics.fmean(v) / seq for (s, d), v in sorted(times.items()) if s == "multi_stream"}
+        seq = statistics.fmean(times[("sequential", "0")])
+        gains = {v: 1 - statistics.fmean(t) / seq for (s, v), t in times.items() if s == "multi_stream"}
         out.append({"preset": preset, "tokens": tokens, "sequential_us": round(seq, 3),
-                    "gains": {str(d): round(g, 5) for d, g in gains.items()}})
+                    "gains": {v: round(gains[v], 5) for v in sorted(gains, key=order)}})
     return out
 
 
+def variant(record: dict[str, Any]) -> str:
+    """A variant's key: its delay in cycles, or ``routed first`` (the other capture order, no delay)."""
+    return ROUTED_FIRST if record.get("shared_first", True) is False else str(int(record["router_delay_cycles"]))
+
+
+def order(key: str) -> tuple[bool, int]:
+    """Delays in order, then the other capture order."""
+    return (key == ROUTED_FIRST, int(key) if key != ROUTED_FIRST else 0)
+
+
 def markdown(found: list[dict[str, Any]], runs: list[Path]) -> str:
-    delays = sorted({int(d) for p in found for d in p["gains"]})
+    keys = sorted({k for p in found for k in p["gains"]}, key=order)
     where = ", ".join(f"`{r.relative_to(ROOT) if r.is_relative_to(ROOT) else r}`" for r in runs)
     lines = [f"Runs {where}: graph mode, multi_stream gain over sequential (mean over the graph captures); "
              "delay = `router_delay_cycles` (`torch.cuda._sleep` on the main stream after the fork, ahead of the "
              "routing head; 2000 cycles is about 1 µs on the H200). Not run on AMD hardware.", "",
-             "| preset | tokens | " + " | ".join("no delay" if d == 0 else f"delay {d}" for d in delays) + " |",
-             "| --- | ---: |" + " ---: |" * len(delays)]
+             "| preset | tokens | " + " | ".join(label(k) for k in keys) + " |",
+             "| --- | ---: |" + " ---: |" * len(keys)]
     for p in found:
         lines.append(f"| {p['preset']} | {p['tokens']} | "
-                     + " | ".join(f"{100 * p['gains'][str(d)]:+.1f} %" for d in delays) + " |")
+                     + " | ".join(f"{100 * p['gains'][k]:+.1f} %" if k in p["gains"] else "–" for k in keys) + " |")
     losses = [p for p in found if p["gains"]["0"] < -0.005]
-    turned = [p for p in losses if max(p["gains"][str(d)] for d in delays if d) > 0.005]
-    best = [max(p["gains"][str(d)] for d in delays if d) - p["gains"]["0"] for p in found]
+    turned = [p for p in losses if max(g for k, g in p["gains"].items() if k != "0") > 0.005]
+    best = [max(g for k, g in p["gains"].items() if k != "0") - p["gains"]["0"] for p in found]
     lines += ["", f"multi_stream without a delay loses (more than 0.5 %) at {len(losses)} of {len(found)} points; a "
-                  f"delay turns {len(turned)} of them into a gain (more than 0.5 %): "
+                  f"variant turns {len(turned)} of them into a gain (more than 0.5 %): "
               + (", ".join(f"{p['preset']} t{p['tokens']}" for p in turned) or "none") + ".",
-              f"The better delay against none, over all points: median {100 * statistics.median(best):+.1f} points, "
+              f"The best variant against none, over all points: median {100 * statistics.median(best):+.1f} points, "
               f"from {100 * min(best):+.1f} to {100 * max(best):+.1f}.", "",
               "As fixed policies (regret: the gain of the best of sequential and every multi_stream variant at the "
               "point minus the policy's, in points; mean / worst over the points):", ""]
-    for label, pick in policies(delays):
-        regrets = [best_gain(p) - pick(p) for p in found]
-        lines.append(f"- {label}: {100 * statistics.fmean(regrets):.2f} / {100 * max(regrets):.2f}")
+    for name, key in [("always sequential", None), *((f"always multi_stream, {label(k)}", k) for k in keys)]:
+        regrets = [best_gain(p) - (p["gains"][key] if key else 0.0) for p in found if key is None or key in p["gains"]]
+        lines.append(f"- {name}: {100 * statistics.fmean(regrets):.2f} / {100 * max(regrets):.2f}")
     return "\n".join(lines)
+
+
+def label(key: str) -> str:
+    return "no delay" if key == "0" else key if key == ROUTED_FIRST else f"delay {key}"
 
 
 def best_gain(point: dict[str, Any]) -> float:
     """The best measured gain at the point over sequential (0) and every multi_stream variant."""
     return max(0.0, *point["gains"].values())
-
-
-def policies(delays: list[int]) -> list[tuple[str, Any]]:
-    """Fixed policies: always sequential, and always multi_stream with each measured delay (none included)."""
-    out: list[tuple[str, Any]] = [("always sequential", lambda p: 0.0)]
-    out += [(f"always multi_stream, {'no delay' if d == 0 else f'delay {d}'}", lambda p, d=d: p["gains"][str(d)])
-            for d in delays]
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,14 +73,17 @@ class MoELayer:
 
     def __init__(
         self, cfg: MoEConfig, device: torch.device | str = "cpu", backend: str | None = None,
-        router_delay_cycles: int = 0,
+        router_delay_cycles: int = 0, shared_first: bool = True,
     ) -> None:
         """``router_delay_cycles``: multi_stream only, a spin kernel of that many GPU clock cycles on the main
         stream after the fork, ahead of the routing head (0: none): the knob ``kernels_real.spacer_probe`` times
-        (the branch probe of calls 36-37 found a microsecond there changing how some co-runs share the SMs)."""
+        (the branch probe of calls 36-37 found a microsecond there changing how some co-runs share the SMs).
+        ``shared_first``: multi_stream enqueues the shared experts on aux before the routed path (as vLLM does;
+        default) or after it (the other capture order, same dependencies)."""
         if router_delay_cycles < 0:
             raise ConfigError(f"router_delay_cycles must be >= 0, got {router_delay_cycles}")
         self.router_delay_cycles = router_delay_cycles
+        self.shared_first = shared_first
         self.cfg = cfg
         self.device = torch.device(device)
         self.dtype: torch.dtype = getattr(torch, cfg.dtype)
@@ -135,15 +138,22 @@ class MoELayer:
         main = torch.cuda.current_stream(self.device)
         pair = self.events[ubatch]
         pair.input_ready.record(main)
-        with torch.cuda.stream(self.aux):
-            self.aux.wait_event(pair.input_ready)
-            shared = self._shared(x, w)
-            pair.output_ready.record(self.aux)
+
+        def shared_on_aux() -> torch.Tensor:
+            with torch.cuda.stream(self.aux):
+                self.aux.wait_event(pair.input_ready)
+                out = self._shared(x, w)
+                pair.output_ready.record(self.aux)
+            return out
+
+        shared = shared_on_aux() if self.shared_first else None
         if inplace_race:
             x.mul_(0.5)  # e.g. an in-place scaling of the routed input, unordered with aux's reads
         if self.router_delay_cycles:
             torch.cuda._sleep(self.router_delay_cycles)
         routed = self._routed(x, w)
+        if shared is None:
+            shared = shared_on_aux()
         main.wait_event(pair.output_ready)
         return routed + shared
 
