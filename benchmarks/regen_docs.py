@@ -237,10 +237,10 @@ def _spacer_table() -> str:
     return st.markdown(st.points([r for run in runs for r in st.load(run)]), runs) + "\n"
 
 
-def _spacer_curve() -> str:
+def _spacer_run(name: str) -> str:
     import spacer_table as st
 
-    run = st.MEASURED / "spacer_probe_call41"
+    run = st.MEASURED / name
     return st.markdown(st.points(st.load(run)), [run]) + "\n"
 
 
@@ -418,8 +418,9 @@ BLOCKS: dict[str, Block] = {
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
-    "spacer-curve": Block(VALIDATION, "python benchmarks/spacer_table.py "
-                          "calibration/measurements/h200/2026-12-04/spacer_probe_call41", _spacer_curve),
+    **{f"spacer-{label}": Block(VALIDATION, f"python benchmarks/spacer_table.py "
+                                f"calibration/measurements/h200/2026-12-04/{run}", partial(_spacer_run, run))
+       for label, run in (("curve", "spacer_probe_call41"), ("order", "spacer_probe_call42"))},
     **{f"{prefix}-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {means} --profile h200",
                                        partial(_layout_spread_of, means))
        for prefix, _, means, _ in HELD_OUT_SETS},
