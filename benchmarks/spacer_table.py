@@ -35,13 +35,15 @@ def load(run: Path) -> list[dict[str, Any]]:
 
 
 def points(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (preset, tokens): the mean sequential time and the gain of each multi_stream delay (fractions)."""
+    """Per (preset, tokens): the mean sequential time and the gain of each multi_stream variant (fractions)."""
     by: dict[tuple[str, int], dict[tuple[str, str], list[float]]] = {}
     for r in records:
         key = (str(r["strategy"]), variant(r))
         by.setdefault((str(r["preset"]), int(r["tokens"])), {}).setdefault(key, []).append(float(r["median_us"]))
     out = []
     for (preset, tokens), times in sorted(by.items()):
+        if ("sequential", "0") not in times or not any(s == "multi_stream" for s, _ in times):
+            raise InputError(f"{preset} t{tokens}: no sequential or no multi_stream record to compare")
         seq = statistics.fmean(times[("sequential", "0")])
         gains = {v: 1 - statistics.fmean(t) / seq for (s, v), t in times.items() if s == "multi_stream"}
         out.append({"preset": preset, "tokens": tokens, "sequential_us": round(seq, 3),
@@ -87,6 +89,7 @@ def markdown(found: list[dict[str, Any]], runs: list[Path]) -> str:
 
 
 def label(key: str) -> str:
+    """A variant's column heading."""
     return "no delay" if key == "0" else key if key == ROUTED_FIRST else f"delay {key}"
 
 
