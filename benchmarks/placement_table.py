@@ -53,10 +53,14 @@ RUNS = {"fp32": PROBE / "placement_probe_fp32.json.gz", "bf16": PROBE / "placeme
 CALL34 = PROBE / "placement_probe_fp32_call34.json.gz"
 
 
+def grid_blocks(kernel: dict[str, Any] | None) -> int | None:
+    """Blocks of a probe kernel's grid (None without one)."""
+    return math.prod(kernel["grid"]) if kernel is not None and kernel.get("grid") else None
+
+
 def shared_blocks(record: dict[str, Any]) -> int | None:
     """Blocks of the shared GEMM's kernel."""
-    gemm = shared_gemm(record)
-    return math.prod(gemm["grid"]) if gemm is not None and gemm.get("grid") else None
+    return grid_blocks(shared_gemm(record))
 
 
 def router_geometry(record: dict[str, Any], router: dict[str, Any]) -> tuple[int, int, int]:
@@ -140,7 +144,7 @@ def law_markdown(run: Path, routers: tuple[str, ...]) -> str:
         if per_sm == 1 or not tracks_placement(op, op_family(op, None)):
             continue  # not a GEMM of light blocks: the law is not its
         gemm = shared_gemm(record)
-        held = math.prod(gemm["grid"]) if gemm is not None and gemm.get("grid") else None
+        held = grid_blocks(gemm)
         issue = sharing.warps_at_full_speed(name)
         free = SM_COUNT - (held or 0)
         packed = free > 0 and math.ceil(blocks / free) > math.ceil(blocks / SM_COUNT)

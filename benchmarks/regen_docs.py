@@ -230,18 +230,12 @@ def _branch_table() -> str:
                        for i, run in enumerate(bt.DEFAULT_RUNS)) + "\n"
 
 
-def _spacer_table() -> str:
+def _spacer_table(names: tuple[str, ...] = ()) -> str:
+    """``spacer_table``'s markdown of the runs ``names`` under its measurements folder (none: its default runs)."""
     import spacer_table as st  # benchmarks/spacer_table.py
 
-    runs = list(st.DEFAULT_RUNS)
+    runs = [st.MEASURED / name for name in names] or list(st.DEFAULT_RUNS)
     return st.markdown(st.points([r for run in runs for r in st.load(run)]), runs) + "\n"
-
-
-def _spacer_run(name: str) -> str:
-    import spacer_table as st
-
-    run = st.MEASURED / name
-    return st.markdown(st.points(st.load(run)), [run]) + "\n"
 
 
 def _layout_spread_of(run: str) -> str:
@@ -419,7 +413,7 @@ BLOCKS: dict[str, Block] = {
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
     **{f"spacer-{label}": Block(VALIDATION, f"python benchmarks/spacer_table.py "
-                                f"calibration/measurements/h200/2026-12-04/{run}", partial(_spacer_run, run))
+                                f"calibration/measurements/h200/2026-12-04/{run}", partial(_spacer_table, (run,)))
        for label, run in (("curve", "spacer_probe_call41"), ("order", "spacer_probe_call42"))},
     **{f"{prefix}-layout-means": Block(VALIDATION, f"python benchmarks/layout_spread.py {means} --profile h200",
                                        partial(_layout_spread_of, means))

@@ -427,9 +427,10 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
         doc["fit"]["decisions"] = decisions_report(profile, runs)
         doc["measurements"] += [_rel(r / "cases.json") for r in runs]
         profile = Profile.model_validate(doc)
-    if decode_sets(folder):
+    decode = decode_sets(folder)
+    if decode:
         say("scoring the trace what-if's decisions on the decode sets (eager traces beside layout means)")
-        whatif = whatif_decisions_report(profile, folder, _rel)
+        whatif = whatif_decisions_report(profile, decode, _rel)
         if whatif is not None:
             doc["fit"]["whatif_decisions"] = whatif
             doc["measurements"] += [f"{s[key]}/{leaf}" for s in whatif["sets"]

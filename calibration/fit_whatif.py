@@ -71,12 +71,12 @@ def decode_sets(folder: Path) -> list[tuple[Path, Path]]:
     return pairs
 
 
-def whatif_decisions_report(profile: Profile, folder: Path, rel: Callable[[Path], str] = str,
+def whatif_decisions_report(profile: Profile, decode: list[tuple[Path, Path]], rel: Callable[[Path], str] = str,
                             margin: float = 0.005) -> dict[str, Any] | None:
-    """The regret of the trace what-if's choices on every decode set under ``folder`` (None without one);
-    ``rel`` names a folder in the report."""
+    """The regret of the trace what-if's choices on the decode sets ``decode`` (:func:`decode_sets`; None when
+    they hold no measured point); ``rel`` names a folder in the report."""
     sets, points = [], []
-    for run, means in decode_sets(folder):
+    for run, means in decode:
         found = [GainPoint(key[0], key[1], measured, predicted_gain(result))
                  for key, measured, result in eager_whatifs(run, means, profile)]
         sets.append({"traces": rel(run), "reference": rel(means), "points": len(found)})

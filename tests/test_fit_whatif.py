@@ -44,7 +44,7 @@ def test_the_report_scores_each_trace_as_the_what_if_predicts_it(tmp_path: Path)
     (set_root / "eager_traces_heldout5").symlink_to(MEASURED / "eager_traces_heldout5")
     (set_root / "layout_means_heldout5").symlink_to(MEASURED / "layout_means_heldout5")
     profile = load_profile("h200")
-    report = whatif_decisions_report(profile, set_root, rel=lambda p: p.name)
+    report = whatif_decisions_report(profile, decode_sets(set_root), rel=lambda p: p.name)
     assert report is not None and report["sets"] == [
         {"traces": "eager_traces_heldout5", "reference": "layout_means_heldout5", "points": report["points"]}]
     found = [GainPoint(k[0], k[1], m, predicted_gain(r)) for k, m, r in
@@ -56,7 +56,8 @@ def test_the_report_scores_each_trace_as_the_what_if_predicts_it(tmp_path: Path)
 
 
 def test_no_decode_set_gives_no_report(tmp_path: Path) -> None:
-    assert whatif_decisions_report(load_profile("h200"), tmp_path) is None
+    assert decode_sets(tmp_path) == []
+    assert whatif_decisions_report(load_profile("h200"), decode_sets(tmp_path)) is None
 
 
 def test_a_point_is_the_cli_what_if(capsys: pytest.CaptureFixture[str]) -> None:
