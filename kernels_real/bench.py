@@ -200,6 +200,17 @@ def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, stra
     return GraphStep(graph, x, weights)
 
 
+def weight_seed(index: int) -> int:
+    """The seed of weight set ``index`` (``MoEWeights.random``)."""
+    return 100 + index
+
+
+def bench_input(cfg: MoEConfig, tokens: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """The layer input the bench times at ``tokens`` tokens (seeded by the token count)."""
+    gen = torch.Generator(device=device).manual_seed(7 + tokens)
+    return torch.randn(tokens, cfg.hidden, generator=gen, device=device, dtype=dtype)
+
+
 def _weight_sets(cfg: MoEConfig, gpu: bool, override: int | None) -> int:
     if override:
         return override
@@ -332,7 +343,7 @@ class Sweep:
             self.skipped.append(f"{cfg.name}: one weight set ({size:.1f} GB) does not fit")
             return
         layer = MoELayer(cfg, self.device)
-        weights = [MoEWeights.random(cfg, self.device, seed=100 + k) for k in range(n_sets)]
+        weights = [MoEWeights.random(cfg, self.device, seed=weight_seed(k)) for k in range(n_sets)]
         work(cfg, layer, weights)
         del weights, layer
         gc.collect()
@@ -343,8 +354,7 @@ class Sweep:
                 ) -> Iterator[tuple[int, torch.Tensor]]:
         """Each token count with its input (seeded by the token count)."""
         for t in tokens:
-            gen = torch.Generator(device=self.device).manual_seed(7 + t)
-            yield t, torch.randn(t, cfg.hidden, generator=gen, device=self.device, dtype=layer.dtype)
+            yield t, bench_input(cfg, t, self.device, layer.dtype)
 
     def _runnable(self, cfg: MoEConfig, tokens: int, trace_pass: bool) -> Iterator[tuple[str, str]]:
         """The (strategy, mode) cases of a token count that apply to the preset and run on this device; each

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from kernels_real.bench import _weight_sets, run_env
+from kernels_real.bench import _weight_sets, bench_input, run_env, weight_seed
 from kernels_real.config import ConfigError, get_preset
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, reset_current_stream
@@ -95,11 +95,10 @@ def layer_variants(preset: str, tokens: list[int], device: torch.device) -> list
     cfg = get_preset(preset)
     layer = MoELayer(cfg, device)
     sets = _weight_sets(cfg, True, None)
-    weights = [MoEWeights.random(cfg, device, seed=100 + k) for k in range(sets)]
+    weights = [MoEWeights.random(cfg, device, seed=weight_seed(k)) for k in range(sets)]
     steps: dict[tuple[int, str], Callable[[int], None]] = {}
     for t in tokens:
-        x = torch.randn(t, cfg.hidden, generator=torch.Generator(device=device).manual_seed(7 + t),
-                        device=device, dtype=layer.dtype)
+        x = bench_input(cfg, t, device, layer.dtype)
         for variant in VARIANTS:
             body = _variant_step(layer, variant)
             steps[(t, variant)] = lambda i, body=body, x=x, ws=weights: body(x, ws[i % sets])

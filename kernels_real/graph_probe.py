@@ -27,7 +27,17 @@ from pathlib import Path
 
 import torch
 
-from kernels_real.bench import GraphStep, _nvidia_smi, _trace, _weight_sets, _write_json, graph_step, run_env
+from kernels_real.bench import (
+    GraphStep,
+    _nvidia_smi,
+    _trace,
+    _weight_sets,
+    _write_json,
+    bench_input,
+    graph_step,
+    run_env,
+    weight_seed,
+)
 from kernels_real.config import get_preset, preset_error
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, reset_current_stream
@@ -113,11 +123,10 @@ def probe(name: str, tokens: list[int], replays: int, out: Path) -> list[dict[st
     device = torch.device("cuda")
     cfg = get_preset(name)
     layer = MoELayer(cfg, device)
-    weights = [MoEWeights.random(cfg, device, seed=100 + k) for k in range(_weight_sets(cfg, True, None))]
+    weights = [MoEWeights.random(cfg, device, seed=weight_seed(k)) for k in range(_weight_sets(cfg, True, None))]
     cases = []
     for t in tokens:
-        x = torch.randn(t, cfg.hidden, generator=torch.Generator(device=device).manual_seed(7 + t),
-                        device=device, dtype=layer.dtype)
+        x = bench_input(cfg, t, device, layer.dtype)
         cases += [Case(layer, weights, x, strategy) for strategy in STRATEGIES]
     for case in cases:
         samples = case.plain(replays)

@@ -44,8 +44,7 @@ class MoEWeights:
         def randn(*shape: int, scale: float, dt: torch.dtype = dtype) -> torch.Tensor:
             return torch.randn(*shape, generator=gen, device=device, dtype=dt).mul_(scale)
 
-        gate = randn(e, h, scale=h**-0.5, dt=torch.float32)
-        bias = randn(e, scale=0.1, dt=torch.float32) if cfg.router == "grouped_sigmoid" else None
+        gate, bias = _draw_router(cfg, gen, device)
         w13 = randn(e + s, 2 * i, h, scale=h**-0.5)
         w2 = randn(e + s, h, i, scale=i**-0.5)
         shared_w13 = shared_w2 = shared_gate = None
@@ -60,6 +59,23 @@ class MoEWeights:
             if cfg.shared_gate:
                 shared_gate = randn(1, h, scale=h**-0.5)
         return cls(gate, bias, w13, w2, shared_w13, shared_w2, shared_gate)
+
+
+def _draw_router(cfg: MoEConfig, gen: torch.Generator,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A weight set's router gate and correction bias: the first draws of its generator."""
+    h, e = cfg.hidden, cfg.n_experts
+    gate = torch.randn(e, h, generator=gen, device=device, dtype=torch.float32).mul_(h**-0.5)
+    if cfg.router != "grouped_sigmoid":
+        return gate, None
+    return gate, torch.randn(e, generator=gen, device=device, dtype=torch.float32).mul_(0.1)
+
+
+def router_weights(cfg: MoEConfig, device: torch.device | str, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The gate and bias ``MoEWeights.random(cfg, device, seed)`` holds, drawn without the expert weights (the
+    same generator calls, so the same values on the same device and torch)."""
+    device = torch.device(device)
+    return _draw_router(cfg, torch.Generator(device=device).manual_seed(seed), device)
 
 
 def silu_and_mul(h: torch.Tensor) -> torch.Tensor:

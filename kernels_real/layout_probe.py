@@ -39,8 +39,10 @@ from kernels_real.bench import (
     _nvidia_smi,
     _weight_sets,
     _write_json,
+    bench_input,
     graph_step,
     run_env,
+    weight_seed,
 )
 from kernels_real.config import get_preset, preset_error
 from kernels_real.layer import MoELayer, MoEWeights
@@ -81,13 +83,12 @@ def probe_preset(name: str, tokens: list[int], weight_sets: int | None, timer: T
     weight_sets = weight_sets or _weight_sets(cfg, True, None)
     layouts = fitted(layouts, cfg.weight_bytes(), weight_sets, torch.cuda.mem_get_info()[0])
     layer = MoELayer(cfg, device)
-    copies = [[MoEWeights.random(cfg, device, seed=100 + k) for k in range(weight_sets)]
+    copies = [[MoEWeights.random(cfg, device, seed=weight_seed(k)) for k in range(weight_sets)]
               for _ in range(layouts.copies)]
     records: list[dict[str, object]] = []
     kernels: list[dict[str, object]] = []
     for t in tokens:
-        x = torch.randn(t, cfg.hidden, generator=torch.Generator(device=device).manual_seed(7 + t),
-                        device=device, dtype=layer.dtype)
+        x = bench_input(cfg, t, device, layer.dtype)
         steps = {(strategy, c, k): graph_step(layer, copies[c], x, strategy)
                  for strategy in STRATEGIES for c, k in layouts.pairs}
         bursts = timer.measure_interleaved(steps, GRAPH_ROUNDS, min_burst=3)

@@ -28,7 +28,17 @@ from pathlib import Path
 
 import torch
 
-from kernels_real.bench import GRAPH_ROUNDS, Timer, _nvidia_smi, _weight_sets, _write_json, graph_step, run_env
+from kernels_real.bench import (
+    GRAPH_ROUNDS,
+    Timer,
+    _nvidia_smi,
+    _weight_sets,
+    _write_json,
+    bench_input,
+    graph_step,
+    run_env,
+    weight_seed,
+)
 from kernels_real.config import get_preset, preset_error
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, reset_current_stream
@@ -49,13 +59,12 @@ def probe_preset(name: str, tokens: list[int], delays: list[int], captures: int,
     device = torch.device("cuda")
     cfg = get_preset(name)
     weight_sets = _weight_sets(cfg, True, None)
-    weights = [MoEWeights.random(cfg, device, seed=100 + k) for k in range(weight_sets)]
+    weights = [MoEWeights.random(cfg, device, seed=weight_seed(k)) for k in range(weight_sets)]
     layers = {(d, first): MoELayer(cfg, device, router_delay_cycles=d, shared_first=first)
               for _, d, first in variants(delays, routed_first)}
     records: list[dict[str, object]] = []
     for t in tokens:
-        x = torch.randn(t, cfg.hidden, generator=torch.Generator(device=device).manual_seed(7 + t),
-                        device=device, dtype=layers[(0, True)].dtype)
+        x = bench_input(cfg, t, device, layers[(0, True)].dtype)
         steps = {(strategy, d, first, k): graph_step(layers[(d, first)], weights, x, strategy)
                  for strategy, d, first in variants(delays, routed_first) for k in range(captures)}
         bursts = timer.measure_interleaved(steps, GRAPH_ROUNDS, min_burst=3)
