@@ -17,6 +17,7 @@ import numpy as np
 from simulator.decisions import GainPoint
 from simulator.engine import simulate
 from simulator.errors import InputError
+from simulator.measured_routing import find_routing, load_routing, with_routing
 from simulator.profile import Profile
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
@@ -76,6 +77,14 @@ def load_cases(folder: str | Path, eager_rerun: bool = True) -> list[dict[str, A
 
 
 def _read_cases(path: Path) -> list[dict[str, Any]]:
+    """The case records of ``path``, each given its weight sets' measured routing where a routing file of
+    the run's GPU and torch holds it (:mod:`simulator.measured_routing`)."""
+    cases = _parse_cases(path)
+    routing = find_routing(path)
+    return with_routing(cases, load_routing(routing)) if routing is not None else cases
+
+
+def _parse_cases(path: Path) -> list[dict[str, Any]]:
     try:
         cases = json.loads(path.read_text())
     except FileNotFoundError:
@@ -101,15 +110,17 @@ def _steady_period(ends: Sequence[float]) -> float:
 def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, quick: bool = False) -> float:
     """Simulated µs per layer for one case, timed as kernels_real.bench times it: eager layer calls back to
     back (event-timed, so host-bound layers show their host time), or replays of a graph of
-    ``layers_per_replay`` layer calls, per layer. ``quick`` (for fits that simulate many times): graphs of
-    one layer, replayed twice."""
+    ``layers_per_replay`` layer calls, per layer; with the experts its weight sets hit where the case carries
+    them (``touched_experts``), else their expectation. ``quick`` (for fits that simulate many times): graphs
+    of one layer, replayed twice."""
     dims = get_preset(str(case["preset"]))
     tokens, strategy, mode = int(case["tokens"]), str(case["strategy"]), str(case["mode"])
     sharing = sharing if sharing is not None else profile.sharing_model()
+    touched = case.get("touched_experts")  # the routing its weight sets hit, where measured (load_cases)
     if mode == "graph":
         layers = 1 if quick else int(case.get("layers_per_replay") or 1)
         prog = moe_layer_program(dims, tokens, strategy, profile, mode="graph",
-                                 iterations=2 if quick else GRAPH_REPLAYS, layers_per_graph=layers)
+                                 iterations=2 if quick else GRAPH_REPLAYS, layers_per_graph=layers, touched=touched)
         res = simulate(prog, sharing)
         ends: dict[int, float] = {}
         for k in res.kernels:
@@ -117,7 +128,7 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
         return _steady_period([ends[r] for r in sorted(ends)]) / layers
     burst = burst_calls(case)
     iterations = burst or EAGER_ITERATIONS
-    prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=iterations)
+    prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=iterations, touched=touched)
     res = simulate(prog, sharing)
     per_iter = len(list(prog.kernels())) // iterations
     order = sorted(res.kernels, key=lambda k: k.index)

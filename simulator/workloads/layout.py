@@ -164,11 +164,13 @@ class ExpertView:
     intermediate: int
 
     @classmethod
-    def whole_layer(cls, dims: MoEDims, tokens: int, fused: bool) -> ExpertView:
-        """One GPU holding every expert: ``tokens × top_k`` routed rows, the experts they hit counted
-        directly (``touched_experts``), and under ``fused`` every token once per shared chunk."""
+    def whole_layer(cls, dims: MoEDims, tokens: int, fused: bool, touched: float | None = None) -> ExpertView:
+        """One GPU holding every expert: ``tokens × top_k`` routed rows, the experts they hit (``touched`` where
+        known, e.g. a measured routing; else counted directly, ``touched_experts``), and under ``fused`` every
+        token once per shared chunk."""
         chunks = dims.fused_shared_chunks if fused else 0
-        return cls(routed_rows=float(tokens * dims.top_k), touched=touched_experts(dims, tokens),
+        hit = touched if touched is not None else touched_experts(dims, tokens)
+        return cls(routed_rows=float(tokens * dims.top_k), touched=hit,
                    shared_rows=float(tokens), chunks=chunks, groups=dims.n_experts + chunks,
                    intermediate=dims.moe_intermediate)
 

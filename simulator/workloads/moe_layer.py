@@ -22,27 +22,32 @@ MODES: tuple[str, ...] = ("eager", "graph")
 
 
 def emit_moe_layer(builder: ProgramBuilder, dims: MoEDims, tokens: int, strategy: str = "multi_stream", *,
-                   micro_batches: int = 1, layer: str = "moe", unsafe_inplace: bool = False) -> list[str]:
+                   micro_batches: int = 1, layer: str = "moe", unsafe_inplace: bool = False,
+                   touched: float | None = None) -> list[str]:
     """Issue one MoE layer from the builder's current stream (main); returns each micro-batch's output
-    buffer (inputs: ``{layer}.ub{i}.x``)."""
+    buffer (inputs: ``{layer}.ub{i}.x``). ``touched``: the routed experts hit, where known (one micro-batch
+    only); else their expectation."""
     plan = BlockPlan(strategy, layer, unsafe_inplace=unsafe_inplace)
     reason = plan.check(dims)
     if reason:
         raise InputError(reason)
     if tokens <= 0:
         raise InputError(f"tokens must be positive, got {tokens}")
+    if touched is not None and micro_batches != 1:
+        raise InputError("the experts hit can be given for one micro-batch only")
     fused = strategy == "fused_shared"
-    batches = [MicroBatch(index, count, ExpertView.whole_layer(dims, count, fused))
+    batches = [MicroBatch(index, count, ExpertView.whole_layer(dims, count, fused, touched))
                for index, count in enumerate(split_tokens(tokens, micro_batches))]
     return emit_moe(builder, dims, batches, plan)
 
 
 def moe_layer_program(dims: MoEDims, tokens: int, strategy: str, profile: Profile, *,
                       micro_batches: int = 1, mode: str = "eager", iterations: int = 1,
-                      layers_per_graph: int = 1) -> Program:
+                      layers_per_graph: int = 1, touched: float | None = None) -> Program:
     """The layer as kernels_real's bench runs it: ``iterations`` eager calls back to back, or (``graph``)
     ``layers_per_graph`` calls captured into one graph, replayed ``iterations`` times. Host costs are the
-    profile's API costs (the engine charges captured ops nothing, a replay its cost and node gaps)."""
+    profile's API costs (the engine charges captured ops nothing, a replay its cost and node gaps). ``touched``:
+    the routed experts each layer hits, where known (``emit_moe_layer``)."""
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r}; known: {', '.join(MODES)}")
     if iterations < 1 or layers_per_graph < 1:
@@ -52,10 +57,12 @@ def moe_layer_program(dims: MoEDims, tokens: int, strategy: str, profile: Profil
     if mode == "graph":
         with builder.capture("moe_layer"):
             for index in range(layers_per_graph):
-                emit_moe_layer(builder, dims, tokens, strategy, micro_batches=micro_batches, layer=f"moe{index}")
+                emit_moe_layer(builder, dims, tokens, strategy, micro_batches=micro_batches, layer=f"moe{index}",
+                               touched=touched)
         for _ in range(iterations):
             builder.replay("moe_layer")
     else:
         for index in range(iterations):
-            emit_moe_layer(builder, dims, tokens, strategy, micro_batches=micro_batches, layer=f"moe{index}")
+            emit_moe_layer(builder, dims, tokens, strategy, micro_batches=micro_batches, layer=f"moe{index}",
+                               touched=touched)
     return builder.build()
