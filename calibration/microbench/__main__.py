@@ -1,5 +1,7 @@
-"""``python -m calibration.microbench --out DIR [--quick] [--budget-s N] [--only corun]``: measure, write
-DIR/microbench.json (``--only corun``: env, ceilings, host costs and the co-run pairs; no solo shapes)."""
+"""``python -m calibration.microbench --out DIR [--quick] [--budget-s N] [--only corun|grouped]``: measure, write
+DIR/microbench.json (``--only corun``: env, ceilings, host costs and the co-run pairs, no solo shapes;
+``--only grouped``: env, ceilings, host costs and the routed experts' grouped GEMMs alone, e.g. to remeasure them
+in the layer's weight layout: ``moesim calibrate --solo-rerun`` takes them over a full run's)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", required=True, type=Path, help="folder for microbench.json")
     ap.add_argument("--quick", action="store_true", help="a tiny subset (smoke test)")
     ap.add_argument("--budget-s", type=float, default=240.0, help="wall-clock budget; the rest is skipped")
-    ap.add_argument("--only", choices=("corun",), default=None,
+    ap.add_argument("--only", choices=("corun", "grouped"), default=None,
                     help="measure only this stage (plus env, ceilings and host costs, which are fast)")
     args = ap.parse_args(argv)
     if args.budget_s <= 0:
@@ -66,16 +68,23 @@ def measure(torch: Any, quick: bool, budget: Budget, only: str | None = None) ->
     ceil = _stage("ceilings", lambda: ceilings.run(torch, dev, quick), {}, notes)
     host = _stage("host", lambda: host_costs.run(torch, dev, notes), {}, notes)
     solo_recs: list[dict[str, Any]] = []
+    reps = 5 if quick else 7
     if only is None:
         budget.stage(STAGES["solo"])
-        reps = 5 if quick else 7
         solo_recs = _stage("solo", lambda: solo.run(torch, shapes.solo_specs(quick), dev, l2, budget, reps, notes),
                            [], notes)
+    elif only == "grouped":
+        budget.stage(1.0)
+        solo_recs = _stage("solo", lambda: solo.run(torch, shapes.grouped_solo_specs(quick), dev, l2, budget, reps,
+                                                    notes), [], notes)
+        notes.append("--only grouped: the grouped GEMM solo shapes alone; no other solo shape, co-run or kernel facts")
     else:
         notes.append(f"--only {only}: solo shapes and kernel facts not measured in this run")
-    budget.stage(STAGES["corun"] if only is None else 1.0)
-    co = _stage("corun", lambda: corun.run(torch, shapes.corun_pairs(quick), dev, l2, budget, 10 if quick else 15,
-                                           notes), [], notes)
+    co: list[dict[str, Any]] = []
+    if only != "grouped":
+        budget.stage(STAGES["corun"] if only is None else 1.0)
+        co = _stage("corun", lambda: corun.run(torch, shapes.corun_pairs(quick), dev, l2, budget,
+                                               10 if quick else 15, notes), [], notes)
     if only is None:
         budget.stage(STAGES["kernel-facts"])
         _stage("kernel-facts", lambda: kernel_facts.run(torch, solo_recs, dev, budget, notes), None, notes)

@@ -2,7 +2,9 @@
 
 Inputs are random (never zeros: zeros run faster than real data). Rotating through several buffer sets keeps
 consecutive calls' weights out of the L2; grouped GEMMs rotate the routing (a different seed picks other
-experts of one weight tensor). Large tensors live in a ``cache`` dict the caller clears between groups.
+experts of one weight tensor) and hold their experts as the layer does (``[E, N, K]``, passed transposed: the
+``weights`` field of their spec; records before 2026-12-04 measured ``[E, K, N]``, another kernel layout).
+Large tensors live in a ``cache`` dict the caller clears between groups.
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]
     elif op == "grouped_mm":
         e, k, n = spec["E"], spec["K"], spec["N"]
         key = ("grouped_w", e, k, n)
-        if key not in cache:
-            cache[key] = _rand(torch, (e, k, n), bf, dev)
-        w = cache[key]
+        if key not in cache:  # stored [E, N, K] and passed transposed, as kernels_real's layer holds its experts
+            cache[key] = _rand(torch, (e, n, k), bf, dev)
+        w = cache[key].transpose(1, 2)
         for r in range(rot):
             counts = spec["counts"] if r == 0 else route_counts(spec["tokens"], e, spec["top_k"], seed=r)
             offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device=dev, dtype=torch.int32)

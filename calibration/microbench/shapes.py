@@ -76,12 +76,16 @@ def gemm_spec(m: int, k: int, n: int, tag: str = "") -> Spec:
     return {"family": "gemm", "op": "mm", "M": m, "K": k, "N": n, "tag": tag}
 
 
+GROUPED_WEIGHTS = "[E, N, K] transposed"  # the layer's expert layout (kernels_real.grouped_gemm); ops.build holds it
+
+
 def grouped_spec(preset: Preset, tokens: int, role: str, seed: int = 0) -> Spec:
     """Routed-expert grouped GEMM (``torch._grouped_mm``) of one preset at ``tokens`` tokens."""
     k, n = (preset.hidden, 2 * preset.moe_inter) if role == "gate_up" else (preset.moe_inter, preset.hidden)
     counts = route_counts(tokens, preset.experts, preset.top_k, seed)
     return {"family": "grouped_gemm", "op": "grouped_mm", "tokens": tokens, "top_k": preset.top_k,
-            "E": preset.experts, "K": k, "N": n, "counts": counts, "tag": f"{preset.name}:{role}"}
+            "E": preset.experts, "K": k, "N": n, "counts": counts, "weights": GROUPED_WEIGHTS,
+            "tag": f"{preset.name}:{role}"}
 
 
 def elementwise_spec(op: str, m: int, n: int, tag: str = "") -> Spec:
@@ -177,6 +181,11 @@ def solo_specs(quick: bool = False) -> list[Spec]:
             seen.add(key)
             out.append(s)
     return out
+
+
+def grouped_solo_specs(quick: bool = False) -> list[Spec]:
+    """The routed experts' grouped GEMMs among ``solo_specs`` (``--only grouped``)."""
+    return [s for s in solo_specs(quick) if s["op"] == "grouped_mm"]
 
 
 def moe_sides(preset: Preset, tokens: int) -> tuple[Spec, Spec]:
