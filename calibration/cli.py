@@ -38,6 +38,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "calibration.microbench.graph_corun, bench runs of the rank variants): the graph fork/join "
                         "cost and the sharing form from the co-runs inside CUDA graphs (no layer-level gain in "
                         "the fit), and the regret of the model's decisions on those runs")
+    p.add_argument("--solo-rerun", metavar="FILE", type=Path,
+                   help="a later microbench.json (python -m calibration.microbench --only grouped) whose solo "
+                        "records replace those of the same ops in --from-measurements' (e.g. the grouped GEMMs "
+                        "remeasured in the layer's weight layout)")
     p.add_argument("--raw", metavar="DIR", type=Path,
                    help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
@@ -77,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--from-measurements {folder}: no such folder")
     if args.decode is not None and not args.decode.is_dir():
         raise InputError(f"--decode {args.decode}: no such folder")
+    if args.solo_rerun is not None and not args.solo_rerun.is_file():
+        raise InputError(f"--solo-rerun {args.solo_rerun}: no such file")
     check_outputs({"--out": out}, folder.rglob("*.json") if folder is not None else ())
     name = args.name or out.stem
     presets = DEFAULT_HOLDOUT_PRESETS if args.holdout_presets is None else tuple(args.holdout_presets)
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         _measure(folder, args.quick, args.budget_s)
     profile = fit_profile(folder, name, presets, tokens,
                           progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True),
-                          decode=args.decode)
+                          decode=args.decode, solo_rerun=args.solo_rerun)
     text = profile.model_dump_json(indent=2, exclude_none=True) + "\n"
     write_text_atomic(out, text)
     if args.json:

@@ -257,19 +257,37 @@ def _layer_gain_errors(profile: Profile, calib: Sequence[dict[str, Any]]) -> Any
     return errors
 
 
+def _microbench(path: Path) -> dict[str, Any]:
+    """A ``microbench.json`` document (one-line errors)."""
+    mb = _read_json(path)
+    if not isinstance(mb, dict) or not str(mb.get("schema", "")).startswith("moesim.microbench/"):
+        raise InputError(f"{path}: not a moesim microbench document (schema moesim.microbench/N)")
+    return mb
+
+
 def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = DEFAULT_HOLDOUT_PRESETS,
                 holdout_tokens: Sequence[int] = DEFAULT_HOLDOUT_TOKENS, progress: Progress | None = None,
-                decode: str | Path | None = None) -> Profile:
+                decode: str | Path | None = None, solo_rerun: str | Path | None = None) -> Profile:
     """Fit a calibrated profile from a measurements folder holding ``microbench.json`` (and optionally
     kernels_real's ``cases.json``, ``env.json``). ``decode``: a folder of decode-regime measurements
     (``graph_corun/``, bench runs of the rank variants): the graph fork/join cost and the sharing model are
-    then taken from the graph co-runs (``fit_decode``), and the model's decisions scored on its bench runs."""
+    then taken from the graph co-runs (``fit_decode``), and the model's decisions scored on its bench runs.
+    ``solo_rerun``: a later ``microbench.json`` (e.g. ``--only grouped``) whose solo records replace the
+    folder's records of the same ops."""
     say = progress or (lambda _msg: None)
     root = resolve(folder)
     mb_path = find_file(root, "microbench.json", "microbench")
-    mb = _read_json(mb_path)
-    if not isinstance(mb, dict) or not str(mb.get("schema", "")).startswith("moesim.microbench/"):
-        raise InputError(f"{mb_path}: not a moesim microbench document (schema moesim.microbench/N)")
+    mb = _microbench(mb_path)
+    files = [_rel(mb_path)]
+    table_where: dict[str, str] = {}
+    if solo_rerun is not None:
+        rerun_path = resolve(solo_rerun)
+        rerun = _microbench(rerun_path)
+        ops = {r["shape"]["op"] for r in rerun.get("solo") or []}
+        mb = {**mb, "solo": [r for r in mb.get("solo") or [] if r["shape"]["op"] not in ops] + rerun["solo"]}
+        files.append(_rel(rerun_path))
+        table_where = {op: f"microbench.json of {rerun['env'].get('gpu')}, {str(rerun['env'].get('date', ''))[:10]}"
+                       for op in ops}
     env, ceil = mb.get("env") or {}, mb.get("ceilings") or {}
     gpu = str(env.get("gpu") or "unknown GPU")
     base = _base_profile(gpu)
@@ -283,7 +301,6 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     say("fitting kernel families")
     fams, fam_report = _families(mb, base, sm_count, hbm, tensor, host["node_gap_us"]["value"], where, gpu)
     how = ceil.get("how", "microbench ceilings")
-    files = [_rel(mb_path)]
     doc: dict[str, Any] = {
         "name": name, "provenance": "calibrated", "date": str(env.get("date") or "")[:10] or "unknown",
         "hardware": {"gpu": gpu, "vendor": "amd" if env.get("hip") else "nvidia", "sm_count": sm_count,
@@ -298,8 +315,8 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         "kernel_tables": {key: {"x": "rows per active expert (µs per active expert)" if key.startswith("grouped_mm")
                                 else "rows (M)" if not key.startswith("sort") else "elements",
                                 **table,
-                                "source": f"measured solo times ({where}): graph-chain period minus node gap; "
-                                          f"points within {MERGE_X}x in x averaged"}
+                                "source": f"measured solo times ({table_where.get(key.split()[0], where)}): "
+                                          f"graph-chain period minus node gap; points within {MERGE_X}x in x averaged"}
                           for key, table in solo_tables(mb.get("solo") or [], host["node_gap_us"]["value"]).items()},
         "interference": {"form": "fluid", "params": {}, "source": "placeholder"},
         "link": {**base.link.model_dump(), "topology": f"NOT measured (one GPU); from {base.name}"},

@@ -280,3 +280,26 @@ def test_staggered_pair_uses_recorded_order_and_offset() -> None:
     swapped = Pair(pair.a, pair.b, 10.0, 102.5, 107.5, "t", "routing", first="a", offset_us=5.0)
     # b starts at 5 beside a until 10: 5 µs at 0.5 = 2.5 µs of work, then 97.5 µs alone: ends at 107.5
     assert corun_predict(swapped, model) == pytest.approx((10.0, 102.5, 107.5))
+
+
+def test_solo_rerun_replaces_the_records_of_its_ops(measured: Path, tmp_path: Path) -> None:
+    """A later ``--only grouped`` run's grouped GEMMs (here twice the first run's) replace the folder's in the
+    tables; the dense GEMM tables stay the first run's; the profile names both files and the rerun's date."""
+    truth = truth_profile()
+    grouped = [records.solo_record(s, {"median_us": 2 * _true_duration(s, truth) + HOST["node_gap_us"]}, {})
+               for s in shapes.grouped_solo_specs(quick=False)]
+    env = {"date": "2026-12-04T20:00:00+00:00", "gpu": "NVIDIA H200", "sm_count": 132}
+    doc = records.document(env, {"copy_GBps": HBM / 1e3, "bf16_tflops": TENSOR / 1e6, "how": "synthetic"},
+                           grouped, [], {**HOST, "how": {}}, [])
+    rerun = tmp_path / "microbench.json"
+    rerun.write_text(json.dumps(doc))
+    base = fit_profile(measured, "h200", holdout_presets=("deepseek_v2_lite",), holdout_tokens=(2,))
+    prof = fit_profile(measured, "h200", holdout_presets=("deepseek_v2_lite",), holdout_tokens=(2,),
+                       solo_rerun=rerun)
+    key = "grouped_mm K=7168 N=4096"
+    for (x0, y0), (x1, y1) in zip(base.kernel_tables[key].points, prof.kernel_tables[key].points, strict=True):
+        assert x1 == pytest.approx(x0) and y1 == pytest.approx(2 * y0, rel=0.05)
+    assert prof.kernel_tables[key].fixed_us == pytest.approx(2 * base.kernel_tables[key].fixed_us, rel=0.05)
+    assert "2026-12-04" in prof.kernel_tables[key].source
+    assert prof.kernel_tables["mm K=7168 N=4096"] == base.kernel_tables["mm K=7168 N=4096"]
+    assert prof.measurements == [*base.measurements[:1], str(rerun.resolve()), *base.measurements[1:]]
