@@ -251,7 +251,8 @@ def evaluate(profile: Profile, cases: Sequence[dict[str, Any]], holdout_presets:
             progress()
     gains = gain_signs(rows)
     report: dict[str, Any] = {"profile": profile.describe(), "cases": rows,
-                              "holdout": {"presets": holdout_presets, "tokens": holdout_tokens}}
+                              "holdout": {"presets": holdout_presets, "tokens": holdout_tokens},
+                              "measured_routing": sum(1 for c in cases if "touched_experts" in c)}
     held = [r for r in rows if r["split"] == "validation"]
     report.update(_stats([r["error"] for r in held]))
     report["per_mode"] = {}
@@ -284,11 +285,18 @@ def _targets(entry: dict[str, Any], target: dict[str, float]) -> dict[str, Any]:
     return out
 
 
+def routing_line(report: dict[str, Any]) -> str:
+    """Which routing the cases were simulated with (:mod:`simulator.measured_routing`)."""
+    n, total = report.get("measured_routing", 0), len(report["cases"])
+    rest = f"; the other {total - n} with its expectation" if n < total else ""
+    return f"routing: {n} of {total} cases simulated with the experts their weight sets' routers hit{rest}"
+
+
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """A short human summary of a report."""
     lines = [f"profile: {report['profile']}",
              f"{len(report['cases'])} cases; held out: presets {report['holdout']['presets'] or '-'}, "
-             f"tokens {report['holdout']['tokens'] or '-'}"]
+             f"tokens {report['holdout']['tokens'] or '-'}", routing_line(report)]
     for mode, e in report["per_mode"].items():
         if not e["n"]:
             lines.append(f"{mode}: no held-out cases")

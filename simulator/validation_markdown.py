@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from simulator.profile import Profile
-from simulator.validation import TARGETS, predict_case
+from simulator.validation import TARGETS, predict_case, routing_line
 from simulator.workloads.presets import get_preset
 
 WORST_CASES = 10
@@ -114,7 +114,7 @@ def report_markdown(report: dict[str, Any]) -> str:
     """All figure tables of a validation report, with its profile named."""
     lines = [f"Profile: {report['profile']}; {len(report['cases'])} cases; held out: presets "
              f"{', '.join(report['holdout']['presets']) or '-'}, tokens "
-             f"{', '.join(map(str, report['holdout']['tokens'])) or '-'}.", "",
+             f"{', '.join(map(str, report['holdout']['tokens'])) or '-'}; {routing_line(report)}.", "",
              *targets_table(report), "", *split_tables(report), "", *worst_table(report), "",
              *gains_table(report, "graph"), "", *gains_table(report, "eager")]
     return "\n".join(lines) + "\n"

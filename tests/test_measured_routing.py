@@ -71,3 +71,13 @@ def test_more_experts_hit_take_longer() -> None:
     few = predict_case(profile, {**CASE, "touched_experts": 12.0}, quick=True)
     many = predict_case(profile, {**CASE, "touched_experts": 16.0}, quick=True)
     assert many > few * 1.1
+
+
+def test_the_report_says_which_routing_it_simulated() -> None:
+    from simulator.validation import evaluate, routing_line
+
+    cases = [{**CASE, "touched_experts": 14.0}, {**CASE, "strategy": "multi_stream"}]
+    report = evaluate(load_profile("h200"), cases)
+    assert report["measured_routing"] == 1
+    assert routing_line(report) == ("routing: 1 of 2 cases simulated with the experts their weight sets' routers "
+                                    "hit; the other 1 with its expectation")
