@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -33,6 +34,7 @@ from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from calibration.fit_whatif import decode_sets, whatif_decisions_report
+from calibration.microbench.shapes import LEGACY_GROUPED_WEIGHTS
 from simulator.decisions import score, verdict
 from simulator.errors import InputError
 from simulator.profile import Profile, load_profile
@@ -61,8 +63,9 @@ Progress = Callable[[str], None]
 
 
 def _read_json(path: Path) -> Any:
+    """A JSON document, gzipped where the name ends in .gz (one-line errors)."""
     try:
-        return json.loads(path.read_text())
+        return json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except json.JSONDecodeError as err:
@@ -273,7 +276,8 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     (``graph_corun/``, bench runs of the rank variants): the graph fork/join cost and the sharing model are
     then taken from the graph co-runs (``fit_decode``), and the model's decisions scored on its bench runs.
     ``solo_rerun``: a later ``microbench.json`` (e.g. ``--only grouped``) whose solo records replace the
-    folder's records of the same ops."""
+    folder's records of the same ops (its grouped GEMMs in the layout measured before 2026-12-04, an A/B's
+    other half, left out)."""
     say = progress or (lambda _msg: None)
     root = resolve(folder)
     mb_path = find_file(root, "microbench.json", "microbench")
@@ -283,8 +287,9 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     if solo_rerun is not None:
         rerun_path = resolve(solo_rerun)
         rerun = _microbench(rerun_path)
-        ops = {r["shape"]["op"] for r in rerun.get("solo") or []}
-        mb = {**mb, "solo": [r for r in mb.get("solo") or [] if r["shape"]["op"] not in ops] + rerun["solo"]}
+        redone = [r for r in rerun.get("solo") or [] if r["shape"].get("weights") != LEGACY_GROUPED_WEIGHTS]
+        ops = {r["shape"]["op"] for r in redone}
+        mb = {**mb, "solo": [r for r in mb.get("solo") or [] if r["shape"]["op"] not in ops] + redone}
         files.append(_rel(rerun_path))
         table_where = {op: f"microbench.json of {rerun['env'].get('gpu')}, {str(rerun['env'].get('date', ''))[:10]}"
                        for op in ops}

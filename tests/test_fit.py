@@ -283,11 +283,13 @@ def test_staggered_pair_uses_recorded_order_and_offset() -> None:
 
 
 def test_solo_rerun_replaces_the_records_of_its_ops(measured: Path, tmp_path: Path) -> None:
-    """A later ``--only grouped`` run's grouped GEMMs (here twice the first run's) replace the folder's in the
-    tables; the dense GEMM tables stay the first run's; the profile names both files and the rerun's date."""
+    """A later ``--only grouped --grouped-ab`` run's grouped GEMMs in the layer's layout (here twice the first
+    run's; its legacy-layout half, three times, is left out) replace the folder's in the tables; the dense GEMM
+    tables stay the first run's; the profile names both files and the rerun's date."""
     truth = truth_profile()
-    grouped = [records.solo_record(s, {"median_us": 2 * _true_duration(s, truth) + HOST["node_gap_us"]}, {})
-               for s in shapes.grouped_solo_specs(quick=False)]
+    grouped = [records.solo_record(s, {"median_us": (2 if s["weights"] == shapes.GROUPED_WEIGHTS else 3)
+                                       * _true_duration(s, truth) + HOST["node_gap_us"]}, {})
+               for s in shapes.grouped_solo_specs(quick=False, legacy_too=True)]
     env = {"date": "2026-12-04T20:00:00+00:00", "gpu": "NVIDIA H200", "sm_count": 132}
     doc = records.document(env, {"copy_GBps": HBM / 1e3, "bf16_tflops": TENSOR / 1e6, "how": "synthetic"},
                            grouped, [], {**HOST, "how": {}}, [])

@@ -46,17 +46,20 @@ def test_placement_probe_routing_ops_run(op):
         assert tuple(first.shape) == (16,) and bool((first[1:] >= first[:-1]).all())
 
 
-def test_grouped_gemm_holds_the_layers_expert_layout():
+@pytest.mark.parametrize(("weights", "stored"), [(shapes.GROUPED_WEIGHTS, (4, 8, 16)),
+                                                 (shapes.LEGACY_GROUPED_WEIGHTS, (4, 16, 8))])
+def test_grouped_gemm_holds_the_layers_expert_layout(weights, stored):
     """The grouped GEMM's experts are stored [E, N, K] and passed transposed, as kernels_real's layer holds them
-    (a [E, K, N] tensor runs another kernel layout on the GPU); the call gives N outputs per routed row."""
+    (a [E, K, N] tensor, the layout measured before 2026-12-04 and kept for an A/B, runs another kernel layout on
+    the GPU); the call gives N outputs per routed row either way."""
     if not hasattr(torch, "_grouped_mm"):
         pytest.skip("torch._grouped_mm not in this torch")
     spec = {"family": "grouped_gemm", "op": "grouped_mm", "tokens": 3, "top_k": 1, "E": 4, "K": 16, "N": 8,
-            "counts": [1, 0, 2, 0], "weights": shapes.GROUPED_WEIGHTS, "tag": "t"}
+            "counts": [1, 0, 2, 0], "weights": weights, "tag": "t"}
     cache: dict = {}
     try:
         out = ops.build(torch, spec, torch.device("cpu"), 1 << 30, cache)[0]()
     except RuntimeError as err:  # CPU builds without the grouped kernel
         pytest.skip(f"torch._grouped_mm does not run on this CPU build: {err}")
-    (stored,) = cache.values()
-    assert tuple(stored.shape) == (4, 8, 16) and out.shape == (3, 8)
+    (tensor,) = cache.values()
+    assert tuple(tensor.shape) == stored and out.shape == (3, 8)

@@ -24,11 +24,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--out", required=True, type=Path, help="folder for microbench.json")
     ap.add_argument("--quick", action="store_true", help="a tiny subset (smoke test)")
     ap.add_argument("--budget-s", type=float, default=240.0, help="wall-clock budget; the rest is skipped")
+    ap.add_argument("--grouped-ab", action="store_true",
+                    help="with --only grouped: each grouped GEMM also in the [E, K, N] layout measured before "
+                         "2026-12-04, right after the layer's (the two layouts compared on one machine start)")
     ap.add_argument("--only", choices=("corun", "grouped"), default=None,
                     help="measure only this stage (plus env, ceilings and host costs, which are fast)")
     args = ap.parse_args(argv)
     if args.budget_s <= 0:
         ap.error("--budget-s must be positive")
+    if args.grouped_ab and args.only != "grouped":
+        ap.error("--grouped-ab goes with --only grouped")
     if args.out.exists() and not args.out.is_dir():
         ap.error(f"--out {args.out} exists and is not a folder")
     return args
@@ -57,7 +62,8 @@ def _stage(name: str, fn: Callable[[], Any], default: Any, notes: list[str]) -> 
         return default
 
 
-def measure(torch: Any, quick: bool, budget: Budget, only: str | None = None) -> dict[str, Any]:
+def measure(torch: Any, quick: bool, budget: Budget, only: str | None = None,
+            grouped_ab: bool = False) -> dict[str, Any]:
     from calibration.microbench import ceilings, corun, envinfo, host_costs, kernel_facts, solo
 
     dev = torch.device("cuda", torch.cuda.current_device())
@@ -75,8 +81,8 @@ def measure(torch: Any, quick: bool, budget: Budget, only: str | None = None) ->
                            [], notes)
     elif only == "grouped":
         budget.stage(1.0)
-        solo_recs = _stage("solo", lambda: solo.run(torch, shapes.grouped_solo_specs(quick), dev, l2, budget, reps,
-                                                    notes), [], notes)
+        specs = shapes.grouped_solo_specs(quick, legacy_too=grouped_ab)
+        solo_recs = _stage("solo", lambda: solo.run(torch, specs, dev, l2, budget, reps, notes), [], notes)
         notes.append("--only grouped: the grouped GEMM solo shapes alone; no other solo shape, co-run or kernel facts")
     else:
         notes.append(f"--only {only}: solo shapes and kernel facts not measured in this run")
@@ -103,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no GPU: {why}", file=sys.stderr)
         return 2
     budget = Budget(args.budget_s)
-    doc = measure(torch, args.quick, budget, args.only)
+    doc = measure(torch, args.quick, budget, args.only, args.grouped_ab)
     path = args.out / "microbench.json"
     records.write_json_atomic(path, doc)
     print(table.summary(doc, str(path)))

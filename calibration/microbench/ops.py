@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from calibration.microbench.accounting import rotations
-from calibration.microbench.shapes import route_counts
+from calibration.microbench.shapes import LEGACY_GROUPED_WEIGHTS, route_counts
 
 Call = Callable[[], Any]
 Spec = dict[str, Any]
@@ -52,10 +52,11 @@ def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]
             calls.append(lambda x=x, w=w, o=o: torch.mm(x, w, out=o))
     elif op == "grouped_mm":
         e, k, n = spec["E"], spec["K"], spec["N"]
-        key = ("grouped_w", e, k, n)
+        legacy = spec.get("weights") == LEGACY_GROUPED_WEIGHTS
+        key = ("grouped_w", e, k, n, legacy)
         if key not in cache:  # stored [E, N, K] and passed transposed, as kernels_real's layer holds its experts
-            cache[key] = _rand(torch, (e, n, k), bf, dev)
-        w = cache[key].transpose(1, 2)
+            cache[key] = _rand(torch, (e, k, n) if legacy else (e, n, k), bf, dev)
+        w = cache[key] if legacy else cache[key].transpose(1, 2)
         for r in range(rot):
             counts = spec["counts"] if r == 0 else route_counts(spec["tokens"], e, spec["top_k"], seed=r)
             offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device=dev, dtype=torch.int32)
@@ -143,5 +144,5 @@ def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]
 def weight_key(spec: Spec) -> Any:
     """Key of the big tensors a spec shares with its neighbours (solo items with one key reuse the cache)."""
     if spec["op"] == "grouped_mm":
-        return ("grouped_w", spec["E"], spec["K"], spec["N"])
+        return ("grouped_w", spec["E"], spec["K"], spec["N"], spec.get("weights") == LEGACY_GROUPED_WEIGHTS)
     return None

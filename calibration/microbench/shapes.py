@@ -77,6 +77,7 @@ def gemm_spec(m: int, k: int, n: int, tag: str = "") -> Spec:
 
 
 GROUPED_WEIGHTS = "[E, N, K] transposed"  # the layer's expert layout (kernels_real.grouped_gemm); ops.build holds it
+LEGACY_GROUPED_WEIGHTS = "[E, K, N]"  # what the microbench held before 2026-12-04 (records without "weights")
 
 
 def grouped_spec(preset: Preset, tokens: int, role: str, seed: int = 0) -> Spec:
@@ -183,9 +184,13 @@ def solo_specs(quick: bool = False) -> list[Spec]:
     return out
 
 
-def grouped_solo_specs(quick: bool = False) -> list[Spec]:
-    """The routed experts' grouped GEMMs among ``solo_specs`` (``--only grouped``)."""
-    return [s for s in solo_specs(quick) if s["op"] == "grouped_mm"]
+def grouped_solo_specs(quick: bool = False, legacy_too: bool = False) -> list[Spec]:
+    """The routed experts' grouped GEMMs among ``solo_specs`` (``--only grouped``); with ``legacy_too`` each
+    also in the layout measured before 2026-12-04, right after it (an A/B of the two layouts in one run)."""
+    specs = [s for s in solo_specs(quick) if s["op"] == "grouped_mm"]
+    if not legacy_too:
+        return specs
+    return [v for s in specs for v in (s, {**s, "weights": LEGACY_GROUPED_WEIGHTS})]
 
 
 def moe_sides(preset: Preset, tokens: int) -> tuple[Spec, Spec]:
