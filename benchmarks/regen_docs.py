@@ -222,6 +222,12 @@ def _time_spread() -> str:
     return ts.markdown(ts.spread([ts.parse_run(arg) for arg in ts.DEFAULT_RUNS])) + "\n"
 
 
+def _grouped_layouts() -> str:
+    import grouped_layouts as gl  # benchmarks/grouped_layouts.py
+
+    return gl.markdown(gl.comparisons()) + "\n"
+
+
 def _branch_table() -> str:
     import branch_table as bt  # benchmarks/branch_table.py
 
@@ -410,6 +416,7 @@ BLOCKS: dict[str, Block] = {
                                    _heldout_pooled),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
+    "grouped-layouts": Block(VALIDATION, "python benchmarks/grouped_layouts.py", _grouped_layouts),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
     **{f"spacer-{label}": Block(VALIDATION, f"python benchmarks/spacer_table.py "
