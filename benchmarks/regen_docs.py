@@ -228,6 +228,12 @@ def _grouped_layouts() -> str:
     return gl.markdown(gl.comparisons()) + "\n"
 
 
+def _dispatch_table() -> str:
+    import dispatch_table as dt  # benchmarks/dispatch_table.py
+
+    return dt.markdown(dt.load(dt.DEFAULT_RUN)) + "\n"
+
+
 def _branch_table() -> str:
     import branch_table as bt  # benchmarks/branch_table.py
 
@@ -418,6 +424,7 @@ BLOCKS: dict[str, Block] = {
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "grouped-layouts": Block(VALIDATION, "python benchmarks/grouped_layouts.py", _grouped_layouts),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
+    "dispatch-sms": Block(VALIDATION, "python benchmarks/dispatch_table.py", _dispatch_table),
     "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
     **{f"spacer-{label}": Block(VALIDATION, f"python benchmarks/spacer_table.py "
                                 f"calibration/measurements/h200/2026-12-04/{run}", partial(_spacer_table, (run,)))
