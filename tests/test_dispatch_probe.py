@@ -27,6 +27,6 @@ def test_one_case_on_gpu() -> None:
     pytest.importorskip("triton")
     out = dispatch_probe.measure_case(7168, 512, dispatch_probe.ROUTERS["llama4_maverick"], torch.cuda.Stream(),
                                       dispatch_probe.standin_kernel())
-    assert set(out) == {"S", "R", "S|R", "S|~R", "Rc", "S|Rc", "S|~Rc"}
+    assert set(out) == {"S", "R", "S|R", "S|~R", "R|S", "Rc", "S|Rc", "S|~Rc", "Rc|S"}
     assert all(v["us"] > 0 for v in out.values())
     assert 1 <= out["R"]["sms"] <= 64 and out["R"]["span_us"] > 0

@@ -12,8 +12,10 @@ shape × router, CUDA graphs over ``placement_probe.SETS`` weight sets, event-ti
 - ``S``, ``R``: the shared GEMM alone (``F.linear``), the routing head alone (``x.float()``, then the stand-in);
 - ``S|R``: forked as the layer forks them (aux branch captured first), ``S|~R``: the same with
   ``torch.cuda._sleep(SPIN_CYCLES)`` on main ahead of the routing head;
-- ``S|Rc``, ``S|~Rc``: the same two with the real cuBLAS router GEMM instead of the stand-in (event times only):
-  whether the spin's effect shows here at all.
+- ``R|S``: forked, the main branch (routing head) captured before the aux branch (``MoELayer(shared_first=False)``'s
+  order, call 42), no spin;
+- ``S|Rc``, ``S|~Rc``, ``Rc|S``: the same three with the real cuBLAS router GEMM instead of the stand-in (event
+  times only): whether the spin's effect shows here at all.
 
 For the stand-in graphs every replay's block records are read back: per graph the median over replays × sets of
 the stand-in's span (first block start to last block end, µs), the distinct SMs its blocks ran on, the most blocks
@@ -47,6 +49,7 @@ DEFAULT_SHARED = ("deepseek_v3@tp2", "llama4_maverick@tp4", "deepseek_v3", "deep
 TOKENS = 2
 WARM, REPS = 3, 25
 LATE_NS = 2000
+RECORDED = {"R": 0, "S|R": 1, "S|~R": 2, "R|S": 3}  # the stand-in graphs whose block records are read back
 
 
 def standin_kernel() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int], None]:
@@ -97,7 +100,7 @@ def block_stats(rec: torch.Tensor) -> dict[str, float]:
 def case_graphs(k: int, n: int, router: tuple[int, int, int], aux: torch.cuda.Stream,
                 run: Callable[..., None]) -> tuple[dict[str, Callable[[int], None]], torch.Tensor]:
     """The steps of one (shared shape, router) at ``TOKENS`` tokens and the record buffer the stand-in writes
-    (``[graph, set, block, 3]`` for the graphs ``R``, ``S|R``, ``S|~R``)."""
+    (``[graph, set, block, 3]`` for the graphs ``R``, ``S|R``, ``S|~R``, ``R|S``)."""
     hidden, experts, blocks = router
     gen = torch.Generator(device="cuda").manual_seed(n)
     xs = torch.randn(TOKENS, k, generator=gen, device="cuda", dtype=torch.bfloat16)
@@ -105,7 +108,7 @@ def case_graphs(k: int, n: int, router: tuple[int, int, int], aux: torch.cuda.St
     x = torch.randn(TOKENS, hidden, generator=gen, device="cuda", dtype=torch.bfloat16)
     gates = [torch.randn(experts, hidden, generator=gen, device="cuda", dtype=torch.float32) for _ in range(SETS)]
     partial = torch.empty(blocks, TOKENS, device="cuda", dtype=torch.float32)
-    recs = torch.zeros(3, SETS, blocks, 3, device="cuda", dtype=torch.int64)
+    recs = torch.zeros(len(RECORDED), SETS, blocks, 3, device="cuda", dtype=torch.int64)
 
     def gemm(i: int) -> None:
         F.linear(xs, shared[i])
@@ -125,12 +128,11 @@ def case_graphs(k: int, n: int, router: tuple[int, int, int], aux: torch.cuda.St
         return step
 
     return {"S": gemm, "R": standin(0, False), "S|R": forked(aux, gemm, standin(1, False), aux_first=True),
-            "S|~R": forked(aux, gemm, standin(2, True), aux_first=True), "Rc": cublas(False),
+            "S|~R": forked(aux, gemm, standin(2, True), aux_first=True),
+            "R|S": forked(aux, gemm, standin(3, False), aux_first=False), "Rc": cublas(False),
             "S|Rc": forked(aux, gemm, cublas(False), aux_first=True),
-            "S|~Rc": forked(aux, gemm, cublas(True), aux_first=True)}, recs
-
-
-RECORDED = {"R": 0, "S|R": 1, "S|~R": 2}
+            "S|~Rc": forked(aux, gemm, cublas(True), aux_first=True),
+            "Rc|S": forked(aux, gemm, cublas(False), aux_first=False)}, recs
 
 
 def measure_case(k: int, n: int, router: tuple[int, int, int], aux: torch.cuda.Stream,
