@@ -37,6 +37,7 @@ from calibration.fit_whatif import decode_sets, whatif_decisions_report
 from calibration.microbench.shapes import LEGACY_GROUPED_WEIGHTS
 from simulator.decisions import score, verdict
 from simulator.errors import InputError
+from simulator.measured_routing import find_routing
 from simulator.profile import Profile, load_profile
 from simulator.validation import (
     DEFAULT_HOLDOUT_PRESETS,
@@ -338,6 +339,9 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         rerun = eager_rerun_path(root)
         if rerun is not None:
             files.append(_rel(rerun))
+        routing = find_routing(cases_path)
+        if routing is not None:  # the cases are simulated with the experts their weight sets hit
+            files.append(_rel(routing))
         say("fitting per-op families on the calibration split's layer traces")
         traced = [c for c in load_cases(root, eager_rerun=False) if c.get("trace")
                   and split_of(c, holdout_presets, holdout_tokens) == "calibration"]

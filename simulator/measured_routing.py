@@ -34,6 +34,8 @@ def find_routing(cases_path: Path) -> Path | None:
             newest = found[-1]
             same = run_torch is not None and _torch_version(newest.parent / "env.json") == run_torch
             return newest if same else None
+        if folder.name == "measurements":  # searched up to calibration/measurements: not beyond
+            break
     return None
 
 

@@ -7,6 +7,7 @@ import json
 import tomllib
 from pathlib import Path
 
+from simulator.measured_routing import find_routing
 from simulator.validation import eager_rerun_path, find_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,10 +27,14 @@ def _read_by_validate(profile: dict) -> list[Path]:
         if m.endswith("cases.json"):
             folder = (ROOT / m).parent
             folder = folder.parent if folder.name == "kernels_real" else folder
-            out.append(find_file(folder, "cases.json", "kernels_real"))
+            cases = find_file(folder, "cases.json", "kernels_real")
+            out += [cases, cases.parent / "env.json"]
             rerun = eager_rerun_path(folder)
             if rerun is not None:
-                out.append(rerun)
+                out += [rerun, rerun.parent / "env.json"]
+            routing = find_routing(cases)
+            if routing is not None:  # the experts each case's weight sets hit
+                out += [routing, routing.parent / "env.json"]
             break
     return [p.resolve() for p in out]
 
