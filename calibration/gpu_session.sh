@@ -2,7 +2,8 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces, placement, branch, layout, layoutmeans, eagertraces), or all (= tests+micro+sweep).
+# graphprobe, decode, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces),
+# or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
 parts=${1:-all}
@@ -110,6 +111,24 @@ fi
 if has branch; then
   # when the routing branch starts and ends beside a shared GEMM inside a graph: %globaltimer stamps, no profiler
   python3 -m calibration.microbench.branch_probe --out "$out/branch" 2>&1 | tee "$out/branch.log" | tail -40
+fi
+if has dispatch; then
+  # where a router stand-in's blocks land beside a shared GEMM (%smid, %globaltimer), with and without a spin (call 48)
+  python3 -m calibration.microbench.dispatch_probe --out "$out/dispatch_probe" 2>&1 | tee "$out/dispatch.log" | tail -3
+  python3 benchmarks/dispatch_table.py "$out/dispatch_probe" | tee -a "$out/dispatch.log"
+fi
+if has grouped; then
+  # the grouped GEMMs alone, in the layer's expert layout and the old one (calls 45-46), and the layer's own call (47)
+  python3 -m calibration.microbench --out "$out/microbench_grouped_ab" --only grouped --grouped-ab --budget-s 480 \
+    2>&1 | tee "$out/grouped.log" | tail -5
+  python3 -m kernels_real.grouped_probe --out "$out/grouped_probe" 2>&1 | tee -a "$out/grouped.log" | tail -12
+fi
+if has routing; then
+  # the experts every weight set's router hits, for every preset and rank variant measured (call 44; no timing)
+  python3 -m kernels_real.routing_counts --out "$out/routing" --presets $(python3 -c 'import json, pathlib
+print(" ".join(sorted({c["preset"] for f in pathlib.Path("calibration/measurements").rglob("cases.json")
+                       for c in json.loads(f.read_text()) if isinstance(c, dict) and "preset" in c})))') \
+    2>&1 | tee "$out/routing.log" | tail -2
 fi
 if has layout; then
   # A/A: the same layer graphs captured twice, on two copies of the weights (same values, other addresses),
