@@ -1,7 +1,7 @@
 """Does the grouped GEMM's weight layout change its time, and how far does it move between machine starts?
 
 The microbench measured the routed experts' grouped GEMMs with their weights held ``[E, K, N]`` until 2026-12-04,
-while kernels_real's layer holds them ``[E, N, K]`` and passes them transposed. Call 46 measured rows grouped
+while kernels_real's layer holds them ``[E, N, K]`` and passes them transposed. Call 46 measured every grouped
 GEMM shape in both layouts, one right after the other (``python -m calibration.microbench --only grouped
 --grouped-ab``); call 45, on another machine start the same day, the layer's layout alone; call 1 (2026-12-02,
 the start the solo tables and the layer cases of ``moesim validate`` come from), the old layout. Per weight shape
@@ -25,7 +25,7 @@ from typing import Any
 from calibration.microbench.shapes import GROUPED_WEIGHTS, LEGACY_GROUPED_WEIGHTS
 from simulator.errors import InputError, print_or_fail
 
-ROOT = Path("calibration/measurements/h200")
+ROOT = Path(__file__).resolve().parents[1] / "calibration" / "measurements" / "h200"
 CALL1 = ROOT / "2026-12-02/microbench/microbench.json"
 CALL45 = ROOT / "2026-12-04/microbench_grouped/microbench.json.gz"
 CALL46 = ROOT / "2026-12-04/microbench_grouped_ab/microbench.json.gz"
@@ -59,7 +59,8 @@ def comparisons() -> list[dict[str, Any]]:
     new46, old46 = grouped_times(CALL46, GROUPED_WEIGHTS), grouped_times(CALL46, LEGACY_GROUPED_WEIGHTS)
     new45, old1 = grouped_times(CALL45, GROUPED_WEIGHTS), grouped_times(CALL1, LEGACY_GROUPED_WEIGHTS)
     rows = []
-    for kn in sorted({k[:2] for k in new46}, key=lambda kn: new46[next(k for k in new46 if k[:2] == kn)][0]):
+    tags = {k[:2]: tag for k, (tag, _) in new46.items()}  # (K, N) → the shape's tag
+    for kn in sorted(tags, key=tags.__getitem__):
         keys = [k for k in new46 if k[:2] == kn and k in old46 and k in new45 and k in old1]
         if not keys:
             continue
