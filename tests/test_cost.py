@@ -115,3 +115,34 @@ def test_resident_share() -> None:
     full = _profile(resident="full")
     assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=0.1), full).sm == 1.0
     assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=0.1, rows=1), _profile()).sm == pytest.approx(0.1)
+
+
+def test_router_gemm_is_costed_by_its_kernel_regime() -> None:
+    """cuBLAS runs the one-row fp32 router GEMM as a GEMV: a 1-token layer's router takes the ``router_gemv``
+    family, every other token count ``router_gemm``; a profile without the GEMV family falls back."""
+    from simulator.workloads.builder import ProgramBuilder
+    from simulator.workloads.moe_layer import emit_moe_layer
+    from simulator.workloads.presets import get_preset
+    from simulator.workloads.torch_ops import router_op_key
+
+    assert [router_op_key(m) for m in (1, 2, 16)] == ["router_gemv", "router_gemm", "router_gemm"]
+    doc = json.loads(_profile().model_dump_json())
+    full_reach = {"bw_eff": 1.0, "tc_eff": 1.0, "fill_sat": 0.01, "source": "t"}  # memory-bound at any grid
+    doc["kernel_families"]["op:router_gemv"] = {"latency_us": 2.0, **full_reach}
+    doc["kernel_families"]["op:router_gemm"] = {"latency_us": 9.0, **full_reach}
+    both = Profile.model_validate(doc)
+    del doc["kernel_families"]["op:router_gemv"]
+    gemm_only = Profile.model_validate(doc)
+    dims = get_preset("deepseek_v3")
+    expected_bytes = {m: 4 * (m * dims.hidden + dims.hidden * dims.n_experts + m * dims.n_experts) for m in (1, 2)}
+
+    def router_us(profile: Profile, tokens: int) -> float:
+        b = ProgramBuilder(cost=CostModel(profile))
+        emit_moe_layer(b, dims, tokens, "sequential")
+        launch = next(op for op in b.build().ops if getattr(op, "kernel", "") == "router_gemm")
+        return launch.dur_us
+
+    hbm = both.hbm_bytes_per_us
+    assert router_us(both, 1) == pytest.approx(2.0 + expected_bytes[1] / hbm)
+    assert router_us(both, 2) == pytest.approx(9.0 + expected_bytes[2] / hbm)
+    assert router_us(gemm_only, 1) > router_us(both, 1)  # no GEMV family: the generic fp32 GEMM family

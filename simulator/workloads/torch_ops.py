@@ -61,6 +61,13 @@ class TorchOp:
     op_key: str | None = None
 
 
+def router_op_key(rows: int) -> str:
+    """The op the fp32 router GEMM of ``rows`` rows is fitted as: ``router_gemv`` for one row, which cuBLAS runs
+    as a matrix-vector kernel (``gemv`` / ``dot_kernel`` in the layer traces), else ``router_gemm`` (a split-K
+    SIMT or xmma GEMM, 2-4× the GEMV's time at the same weight bytes in the traces)."""
+    return "router_gemv" if rows == 1 else "router_gemm"
+
+
 class LayerEmitter:
     """Issues one micro-batch's torch ops as costed launches on the builder; buffers are named
     ``{prefix}.{name}``."""
@@ -103,13 +110,13 @@ class LayerEmitter:
                                    elements=elements, table=table, op_key=op_key), stream)
 
     def linear(self, name: str, x: str, depth: int, width: int, out: str, stream: str | None = None,
-               elem_bytes: int | None = None, family: str = "gemm") -> str:
+               elem_bytes: int | None = None, family: str = "gemm", op_key: str | None = None) -> str:
         """``F.linear`` of the micro-batch's tokens: [tokens, depth] × [depth, width]."""
         elem, tokens = elem_bytes or self.elem_bytes, self.tokens
         table = TableLookup(table_key("mm", K=depth, N=width), tokens) if family == "gemm" else None
         return self.launch(TorchOp(name, family, elem * (tokens * depth + depth * width + tokens * width), (x,),
                                    (out,), flops=2.0 * tokens * depth * width,
-                                   gemm=GemmShape(tokens, depth, width), table=table), stream)
+                                   gemm=GemmShape(tokens, depth, width), table=table, op_key=op_key), stream)
 
     def untabled(self, name: str, nbytes: float, reads: Sequence[str], writes: Sequence[str],
                   elements: float, family: str = "reduction") -> str:
@@ -118,12 +125,13 @@ class LayerEmitter:
 
     # --- routed path -------------------------------------------------------------------------------
     def gate(self, x: str) -> tuple[str, str]:
-        """``F.linear(x.float(), gate)`` and ``route``: returns (ids, weights) buffers."""
+        """``F.linear(x.float(), gate)`` and ``route``: returns (ids, weights) buffers. The router GEMM is fitted
+        as two ops (:func:`router_op_key`): cuBLAS runs it as a different kernel at one row."""
         dims, tokens = self.dims, self.tokens
         x_f32 = self.elementwise("to_float", tokens * dims.hidden, self.elem_bytes + F32, [x],
                                  [self.buf("x_f32")], op_key="cast")
         logits = self.linear("router_gemm", x_f32, dims.hidden, dims.n_experts, self.buf("logits"),
-                             elem_bytes=F32, family="gemm_fp32")
+                             elem_bytes=F32, family="gemm_fp32", op_key=router_op_key(tokens))
         return self.route(logits)
 
     def route(self, logits: str) -> tuple[str, str]:
