@@ -181,7 +181,7 @@ def _op_families(doc: dict[str, Any], profile: Profile, folder: Path, calib: Seq
                  hbm: float, tensor: float) -> dict[str, Any]:
     """``op:KEY`` families fitted to the real layer's per-op device times (eager traces of the calibration
     split only; ``fit_traces``)."""
-    points, notes = op_points(folder, calib, profile)
+    points, kernels, notes = op_points(folder, calib, profile)
     report: dict[str, Any] = {"notes": notes}
     doc = json.loads(json.dumps(doc))
     for key, pts in points.items():
@@ -191,7 +191,7 @@ def _op_families(doc: dict[str, Any], profile: Profile, folder: Path, calib: Seq
         fit = fit_family(pts, hbm, tensor)
         doc["kernel_families"][f"op:{key}"] = {
             "latency_us": round(fit.latency_us, 4), "bw_eff": round(fit.bw_eff, 4), "tc_eff": round(fit.tc_eff, 4),
-            "fill_sat": fit.fill_sat,
+            "fill_sat": fit.fill_sat, "kernels": kernels[key],
             "source": f"fitted to the device time of torch op {key!r} in {len(pts)} distinct shapes of kernels_real "
                       f"eager traces (calibration split only)"}
         report[key] = fit.residuals

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,13 +92,16 @@ def case_specs(case: dict[str, Any], profile: Any) -> list[Any]:
     return b.specs
 
 
-def op_points(folder: Path, cases: Sequence[dict[str, Any]], profile: Any) -> tuple[dict[str, list[Any]], list[str]]:
+def op_points(folder: Path, cases: Sequence[dict[str, Any]], profile: Any
+              ) -> tuple[dict[str, list[Any]], dict[str, int], list[str]]:
     """Measured device time of every builder op that has an ``op_key``, per key, from the eager traces of
     ``cases`` (the calibration split): ``fit_kernels.Point``s (one per distinct shape, repeated shapes
-    averaged), and notes on traces that could not be used."""
+    averaged), the median number of device kernels one call of the op launched, and notes on traces that could
+    not be used."""
     from calibration.fit_kernels import Point
 
     acc: dict[str, dict[tuple[float, float, float, int | None], list[float]]] = {}
+    counts: dict[str, list[int]] = {}
     notes = []
     for case in cases:
         if case.get("mode") != "eager" or not case.get("trace"):
@@ -116,6 +120,7 @@ def op_points(folder: Path, cases: Sequence[dict[str, Any]], profile: Any) -> tu
             if spec.op_key and op.device_us > 0:
                 key = (spec.flops, spec.bytes, spec.sm, spec.rows)
                 acc.setdefault(spec.op_key, {}).setdefault(key, []).append(op.device_us)
+                counts.setdefault(spec.op_key, []).append(op.kernels)
     points = {k: [Point(f, b, sm, rows, sum(v) / len(v)) for (f, b, sm, rows), v in shapes.items()]
               for k, shapes in sorted(acc.items())}
-    return points, notes
+    return points, {k: round(statistics.median(v)) for k, v in sorted(counts.items())}, notes

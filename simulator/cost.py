@@ -76,6 +76,7 @@ class KernelCost:
     sm: float
     bw: float
     tc: float
+    kernels: int = 1
 
 
 def padded_flops(flops: float, rows: int | None, tile_m: int) -> float:
@@ -107,7 +108,7 @@ def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     busy = max(dur, 1e-9)
     tc = padded_flops(spec.flops, spec.rows, fam.tile_m) / busy / tensor
     return KernelCost(dur_us=dur, sm=resident_share(fam, spec.sm, spec.rows), bw=min(1.0, spec.bytes / busy / hbm),
-                      tc=min(1.0, tc))
+                      tc=min(1.0, tc), kernels=1 if table is not None else fam.kernels)
 
 
 def resident_share(fam: KernelFamily, sm: float, rows: int | None) -> float:
@@ -150,6 +151,6 @@ class CostModel:
         """The costed launch; its eager host cost is the profile's per-family figure where it has one."""
         c = self.cost(spec)
         host = self.profile.host.launch_by_family_us.get(spec.family)
-        return Launch(kernel=spec.name, stream=stream, dur_us=c.dur_us, sm=c.sm, bw=c.bw, tc=c.tc,
+        return Launch(kernel=spec.name, stream=stream, dur_us=c.dur_us, sm=c.sm, bw=c.bw, tc=c.tc, kernels=c.kernels,
                       reads=spec.reads, writes=spec.writes, family=spec.family, region=region,
                       host_us=host.value if host is not None else None)

@@ -3,7 +3,8 @@ that run at the same time.
 
 Semantics (each one is tested against a hand-computed timeline):
 - a kernel starts after its stream's previous item finished, every wait queued before it on that stream is
-  satisfied, and the kernel's device gap (``kernel_gap_us`` eager, ``node_gap_us`` in a replay) has passed;
+  satisfied, and the kernel's device gap (``kernel_gap_us`` eager, ``node_gap_us`` in a replay) has passed, once
+  per device kernel of a launch that stands for several run one after another (``Launch.kernels``);
 - ``record`` snapshots the number of items queued on its stream at call time; re-recording overwrites the
   snapshot and does not affect waits issued earlier; a ``wait`` on a never-recorded event is a no-op;
 - ``wait_stream(a, b)`` records a fresh event on ``b`` and makes ``a`` wait on it;
@@ -261,7 +262,7 @@ class Engine:
                 known = demands.get(demand)
                 if known is None:
                     known = demands[demand] = (len(demands), solo(demand))
-                gap = gaps[replay is not None]
+                gap = gaps[replay is not None] * fields["kernels"]
                 if joined and fields["stream"] in joined:
                     joined.discard(fields["stream"])
                     gap += join_gaps[replay is not None]

@@ -78,6 +78,8 @@ class Launch(_Op):
     blocks_per_sm: int | None = Field(None, ge=1, description="how many of its blocks one SM holds at once "
                                                                "(occupancy limit; where known)")
     warps_per_block: int | None = Field(None, ge=1, description="warps in one of its thread blocks (where known)")
+    kernels: int = Field(1, ge=1, description="device kernels the op runs one after another (its duration is their "
+                                              "sum); each starts after the device gap")
 
 
 class Record(_Op):

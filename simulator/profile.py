@@ -113,6 +113,8 @@ class KernelFamily(_Model):
         "grid", description="SM resources a running kernel holds (its sharing demand): its grid share; the grid "
                             "share × min(1, rows / tile_m) (thin-tile GEMMs leave room beside their blocks); or "
                             "all SMs (persistent full-SM blocks)")
+    kernels: int = Field(1, ge=1, description="device kernels one call launches (an ``op:`` family: the median count "
+                                              "in the traces it was fitted to); each waits the device gap")
     source: str = Field(min_length=1)
 
 

@@ -179,7 +179,7 @@ class ReferenceEngine:
             for other in self.default:
                 self._wait(stream, other, other.enqueued, "legacy-default-sync")
         host = self.program.host
-        gap = host.node_gap_us if item.replay is not None else host.kernel_gap_us
+        gap = (host.node_gap_us if item.replay is not None else host.kernel_gap_us) * op.kernels
         self.pending_launches += 1
         self._enqueue(stream, _Kernel(op, item.index, stream, gap, item.replay))
 

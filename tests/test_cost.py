@@ -96,15 +96,17 @@ def test_table_time_log_log() -> None:
 def test_table_and_op_family_precedence() -> None:
     doc = json.loads(_profile().model_dump_json())
     doc["kernel_tables"] = {table_key("mm", K=8, N=4): {"x": "M", "points": [[1, 5.0], [4, 10.0]], "source": "t"}}
-    doc["kernel_families"]["op:thing"] = {"latency_us": 7.0, "bw_eff": 1.0, "tc_eff": 1.0, "source": "t"}
+    doc["kernel_families"]["op:thing"] = {"latency_us": 7.0, "bw_eff": 1.0, "tc_eff": 1.0, "kernels": 2, "source": "t"}
     p = Profile.model_validate(doc)
     assert table_key("mm", N=4, K=8) == "mm K=8 N=4"
     spec = KernelSpec("k", "f", bytes=0.0, table="mm K=8 N=4", x=4, count=3.0, op_key="thing")
     assert kernel_cost(spec, p).dur_us == pytest.approx(30.0)  # the table wins, × count
+    assert kernel_cost(spec, p).kernels == 1  # a measured table holds its kernels' gaps already
     parts = KernelSpec("k", "f", table="mm K=8 N=4", x=4, count=3.0, parts=((1.0, 2.0),))
     assert kernel_cost(parts, p).dur_us == pytest.approx(30.0 + 2 * 5.0)  # + each further (x, count)
     no_table = KernelSpec("k", "f", bytes=0.0, table="mm K=9 N=4", x=4, op_key="thing")
     assert kernel_cost(no_table, p).dur_us == pytest.approx(7.0)  # then the op's own family
+    assert kernel_cost(no_table, p).kernels == 2  # with its traced kernel count
     assert kernel_cost(KernelSpec("k", "f", bytes=0.0, op_key="other"), p).dur_us == pytest.approx(3.0)
 
 

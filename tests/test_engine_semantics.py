@@ -129,6 +129,16 @@ def test_kernel_gap_delays_each_eager_kernel():
     assert times(r) == {"a": (2, 12), "b": (14, 19)}
 
 
+def test_a_launch_of_several_kernels_waits_one_gap_per_kernel():
+    """a stands for 3 kernels (10 µs in all), b for 1. Eager, gap 2: a 6..16 (three gaps), b 18..23. In a
+    replay (host 2, node gap 1): a 5..15, b 16..21."""
+    eager = simulate(program([launch("a", "main", 10, kernels=3), launch("b", "main", 5)], kernel_gap_us=2))
+    assert times(eager) == {"a": (6, 16), "b": (18, 23)}
+    ops = [{"capture_begin": {"graph": "g", "stream": "main"}}, launch("a", "main", 10, kernels=3),
+           launch("b", "main", 5), {"capture_end": {"graph": "g"}}, {"replay": {"graph": "g"}}]
+    assert times(simulate(program(ops, replay_us=2, node_gap_us=1))) == {"a": (5, 15), "b": (16, 21)}
+
+
 def test_replay_issues_captured_dag_at_once_with_node_gaps():
     """Capture a; fork b on aux; join; c. Replay 1 (host 2): a 3..13, b 14..19, c 20..22. Replay 2 issued at
     4: a 23..33, b 34..39, c 40..42. Capture itself runs nothing."""

@@ -48,8 +48,9 @@ def test_op_points_align_with_the_builder(tmp_path: Path) -> None:
     (tmp_path / "traces").mkdir()
     with gzip.open(tmp_path / "traces" / "t.json.gz", "wt") as fh:
         json.dump(_trace(ops, launches), fh)
-    points, notes = op_points(tmp_path, [case, {**case, "mode": "graph"}], profile)
+    points, kernels, notes = op_points(tmp_path, [case, {**case, "mode": "graph"}], profile)
     assert notes == []
+    assert set(kernels) == set(points) and set(kernels.values()) == {1}  # one kernel per op in this trace
     expected: dict[tuple, list[float]] = {}  # the same op on the same shape twice: averaged
     for i, s in enumerate(specs):
         if s.op_key:
@@ -59,8 +60,8 @@ def test_op_points_align_with_the_builder(tmp_path: Path) -> None:
     # one op short: reported, not used
     with gzip.open(tmp_path / "traces" / "t.json.gz", "wt") as fh:
         json.dump(_trace(ops[:-1], launches[:-1]), fh)
-    points, notes = op_points(tmp_path, [case], profile)
-    assert points == {} and "not aligned" in notes[0]
+    points, kernels, notes = op_points(tmp_path, [case], profile)
+    assert points == {} and kernels == {} and "not aligned" in notes[0]
 
 
 def test_solo_tables_key_shapes_as_the_builder_does() -> None:
