@@ -271,7 +271,7 @@ _KERNEL_MIN = _min_length(_LAUNCH["kernel"])
 _HOST_FAST = _HOST.annotation == float | None and _HOST.default is None and _HOST_US is not None
 _LAUNCH_FAST = _HOST_FAST and tuple(_LAUNCH) == (
     "host_us", "op", "kernel", "stream", "dur_us", "sm", "bw", "tc", "reads", "writes", "family", "region", "blocks",
-    "blocks_per_sm", "warps_per_block",
+    "blocks_per_sm", "warps_per_block", "kernels",
 ) and None not in (_DUR, _SM, _BW, _TC, _KERNEL_MIN) and _min_length(_LAUNCH["stream"]) == 0 and all(
     _LAUNCH[key].annotation == ann and not _LAUNCH[key].metadata and _LAUNCH[key].default == default
     for key, ann, default in (("reads", tuple[str, ...], ()), ("writes", tuple[str, ...], ()),
@@ -308,11 +308,13 @@ def _launch(body: dict[str, Any], streams: dict[str, StreamSpec]) -> dict[str, A
     if (family is not None and type(family) is not str) or (region is not None and type(region) is not str):
         raise _Slow
     blocks, per_sm, warps = get("blocks"), get("blocks_per_sm"), get("warps_per_block")
-    if any(count is not None and (type(count) is not int or count < 1) for count in (blocks, per_sm, warps)):
+    kernels = get("kernels", 1)
+    if any(count is not None and (type(count) is not int or count < 1) for count in (blocks, per_sm, warps)) or \
+            type(kernels) is not int or kernels < 1:
         raise _Slow
     return {"host_us": host_us, "op": "launch", "kernel": kernel, "stream": stream, "dur_us": dur_us, "sm": sm,
             "bw": bw, "tc": tc, "reads": reads, "writes": writes, "family": family, "region": region,
-            "blocks": blocks, "blocks_per_sm": per_sm, "warps_per_block": warps}
+            "blocks": blocks, "blocks_per_sm": per_sm, "warps_per_block": warps, "kernels": kernels}
 
 
 def _plain_table() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple[str, int, bool], ...]]]:

@@ -227,6 +227,9 @@ def test_fast_parse_leaves_the_verdict_and_the_wording_to_pydantic(op, where):
     {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "reads": "x"}},
     {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "writes": [1]}},
     {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "op": "launch"}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "kernels": 3}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "kernels": 0}},
+    {"launch": {"kernel": "k", "stream": "m", "dur_us": 1, "kernels": 2.0}},  # pydantic's lax mode takes 2.0
     {"launch": {"kernel": 7, "stream": "m", "dur_us": 1}},
     {"launch": {"kernel": "k", "dur_us": 1}},
     {"launch": None},
