@@ -6,7 +6,10 @@ A ``KernelSpec`` may name the torch op it is (``op_key``): where no table applie
 Table lookup: a ``KernelSpec`` may name a table (``table_key``) and its size ``x``; the solo time is then
 the table's ``fixed_us`` + ``count`` × the table's time at ``x`` (+ the same for each further ``(x, count)``
 of ``parts``), interpolated linearly in log(x)–log(µs) between measured points and extrapolated with the end
-segment's log-log slope clamped to [0, 1] (time never falls with size and grows at most in proportion).
+segment's log-log slope clamped to [0, 1] (time never falls with size and grows at most in proportion). Past
+the last measured x, a GEMM's lookup is no faster than its flops at the profile's bf16 tensor ceiling
+(``flops_per_x``: the flops of one unit of x, e.g. one row): the end slope of memory-bound points would
+otherwise keep a many-row problem (a fused shared pseudo-expert of every token) at a few rows' time.
 Otherwise:
 
 ``dur = latency + max(bytes / (B·bw_eff·f), flops' / (C·tc_eff·f))`` where B and C are the profile's HBM
@@ -28,7 +31,8 @@ from simulator.profile import KernelFamily, Profile
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel described by its work rather than its time. ``sm``: share of the SMs its grid can fill
-    (1 = the grid covers every SM); ``rows``: the GEMM M dimension (for tile padding), if any."""
+    (1 = the grid covers every SM); ``rows``: the GEMM M dimension (for tile padding), if any; ``flops_per_x``:
+    a GEMM's flops per unit of its table's x (2·K·N per row), which bounds a lookup past the table's end."""
 
     name: str
     family: str
@@ -43,6 +47,7 @@ class KernelSpec:
     count: float = 1.0
     parts: tuple[tuple[float, float], ...] = ()
     op_key: str | None = None
+    flops_per_x: float = 0.0
 
 
 def table_key(op: str, **dims: int) -> str:
@@ -68,6 +73,16 @@ def table_time(points: Sequence[tuple[float, float]], x: float) -> float:
     slope = min(1.0, max(0.0, (y1 - y0) / (x1 - x0))) if x1 > x0 else 0.0
     anchor_x, anchor_y = (x0, y0) if lx <= x0 else (x1, y1)
     return math.exp(anchor_y + slope * (lx - anchor_x))
+
+
+def table_lookup(points: Sequence[tuple[float, float]], x: float, flops_per_x: float,
+                 tensor_flops_per_us: float) -> float:
+    """µs at ``x`` from a measured table; past its last point at least ``x`` × ``flops_per_x`` at the tensor
+    ceiling (the module docstring)."""
+    t = table_time(points, x)
+    if flops_per_x > 0 and x > points[-1][0]:
+        t = max(t, x * flops_per_x / tensor_flops_per_us)
+    return t
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,8 @@ def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     fam = op_fam or profile.family(spec.family)
     hbm, tensor = profile.hbm_bytes_per_us, profile.tensor_flops_per_us
     if table is not None:
-        dur = table.fixed_us + sum(n * table_time(table.points, x) for x, n in ((spec.x, spec.count), *spec.parts))
+        dur = table.fixed_us + sum(n * table_lookup(table.points, x, spec.flops_per_x, tensor)
+                                   for x, n in ((spec.x, spec.count), *spec.parts))
     else:
         dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
     busy = max(dur, 1e-9)

@@ -148,3 +148,20 @@ def test_router_gemm_is_costed_by_its_kernel_regime() -> None:
     assert router_us(both, 1) == pytest.approx(2.0 + expected_bytes[1] / hbm)
     assert router_us(both, 2) == pytest.approx(9.0 + expected_bytes[2] / hbm)
     assert router_us(gemm_only, 1) > router_us(both, 1)  # no GEMV family: the generic fp32 GEMM family
+
+
+def test_table_lookup_past_its_end_is_no_faster_than_the_tensor_ceiling() -> None:
+    """A table measured to 32 rows of a memory-bound GEMM (flat end): 1024 rows of K=N=4096 take at least
+    1024 × 2 × 4096² flops at the ceiling; inside the measured range the table stands as measured."""
+    doc = json.loads(_profile().model_dump_json())
+    doc["kernel_tables"] = {"g": {"x": "rows", "points": [[1, 10.0], [32, 10.0]], "source": "t"}}
+    p = Profile.model_validate(doc)
+    per_row = 2.0 * 4096 * 4096
+    floor = 1024 * per_row / p.tensor_flops_per_us
+    assert floor > 10.0
+    spec = KernelSpec("k", "f", table="g", x=1024, flops_per_x=per_row)
+    assert kernel_cost(spec, p).dur_us == pytest.approx(floor)
+    assert kernel_cost(KernelSpec("k", "f", table="g", x=32, flops_per_x=per_row), p).dur_us == pytest.approx(10.0)
+    assert kernel_cost(KernelSpec("k", "f", table="g", x=1024), p).dur_us == pytest.approx(10.0)  # no flops given
+    parts = KernelSpec("k", "f", table="g", x=32, count=2.0, parts=((1024, 1.0),), flops_per_x=per_row)
+    assert kernel_cost(parts, p).dur_us == pytest.approx(2 * 10.0 + floor)  # each lookup bounded on its own

@@ -96,7 +96,8 @@ class LayerEmitter:
         spec = KernelSpec(name=op.name, family=op.family, flops=op.flops, bytes=op.nbytes, sm=sm,
                           rows=op.gemm.rows if op.gemm else None, reads=op.reads, writes=op.writes,
                           table=key, x=x, count=count, parts=op.parts,
-                          op_key=op.op_key or (None if is_table_gemm else op.name))
+                          op_key=op.op_key or (None if is_table_gemm else op.name),
+                          flops_per_x=2.0 * op.gemm.depth * op.gemm.width if is_table_gemm else 0.0)
         self.builder.launch(spec, stream)
         return op.writes[0] if op.writes else ""
 
