@@ -92,7 +92,9 @@ def _trace():
         _rt("cuda_runtime", 110.0, 1), _rt("cuda_driver", 120.0, 2), _rt("cuda_runtime", 210.0, 3),
         _rt("cuda_runtime", 310.0, 4),
         {"cat": "kernel", "name": "k_b", "ts": 140.0, "dur": 9.0, "args": {"correlation": 2, "grid": [4, 1, 1],
-                                                                          "block": [128, 1, 1]}},
+                                                                          "block": [128, 1, 1],
+                                                                          "registers per thread": 168,
+                                                                          "shared memory": 225636}},
         {"cat": "kernel", "name": "k_a", "ts": 130.0, "dur": 2.0, "args": {"correlation": 1, "grid": [1, 1, 1],
                                                                           "block": [32, 1, 1]}},
         {"cat": "kernel", "name": "k_c", "ts": 215.0, "dur": 1.0, "args": {"correlation": 3}},
@@ -110,7 +112,8 @@ def test_kernels_are_attributed_to_the_label_that_issued_them():
     assert [k["name"] for k in ks["mb_solo:1"]] == ["k_c", "Memcpy DtoD"]
     facts = traces.summarize_kernels(ks["mb_solo:0"])
     assert facts == {"kernels": 2, "kernel_names": ["k_a", "k_b"], "kernel_us": 11.0, "grid": [4, 1, 1],
-                     "block": [128, 1, 1]}
+                     "block": [128, 1, 1], "registers": 168, "shared_memory": 225636}  # the longest kernel's
+    assert traces.summarize_kernels(ks["mb_solo:1"])["registers"] is None  # the trace has none for k_c
     assert traces.summarize_kernels([]) == {"kernels": 0}
     long = traces.summarize_kernels([{"name": "x" * 500, "dur": 1.0, "grid": None, "block": None}])
     assert len(long["kernel_names"][0]) == traces.NAME_CHARS

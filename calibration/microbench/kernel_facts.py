@@ -1,4 +1,5 @@
-"""One profiled eager call per solo shape: which kernels it launches, their grid/block and durations."""
+"""One profiled eager call per solo shape: which kernels it launches, their launch geometry, occupancy inputs and
+durations."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from calibration.microbench.progress import progress
 from calibration.microbench.traces import exported_trace, kernels_by_label, summarize_kernels
 
 HOW = ("one eager call per solo shape (after one warm-up call) inside torch.profiler with "
-       "record_function labels; kernels attributed through the runtime call's correlation id; grid/block of "
-       "the longest kernel; kernel_us = sum of its kernels' durations (profiler clock, L2 not rotated)")
+       "record_function labels; kernels attributed through the runtime call's correlation id; grid, block, "
+       "registers per thread and shared memory per block of the longest kernel; kernel_us = sum of its "
+       "kernels' durations (profiler clock, L2 not rotated)")
 
 
 def run(torch: Any, records: list[dict[str, Any]], dev: Any, budget: Any, notes: list[str]) -> None:
-    """Add ``kernels``, ``kernel_names``, ``kernel_us``, ``grid``, ``block`` to solo ``records`` in place."""
+    """Add ``kernels``, ``kernel_names``, ``kernel_us``, ``grid``, ``block``, ``registers``, ``shared_memory`` to
+    solo ``records`` in place."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     warnings.filterwarnings("ignore", message=".*Profiler clears events.*")

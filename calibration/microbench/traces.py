@@ -21,7 +21,8 @@ def _range_index(annotations: list[dict[str, Any]]) -> tuple[list[float], list[d
 
 def kernels_by_label(trace: dict[str, Any], prefix: str) -> dict[str, list[dict[str, Any]]]:
     """``{label: [kernel, ...]}`` for every user annotation whose name starts with ``prefix``; a kernel is
-    ``{"name", "ts", "dur", "grid", "block", "stream"}`` (µs), ordered by start. A kernel belongs to the
+    ``{"name", "ts", "dur", "grid", "block", "registers", "shared_memory", "stream"}`` (µs; registers per thread
+    and bytes of shared memory per block, as Kineto gives them, else None), ordered by start. A kernel belongs to the
     label whose host range holds the runtime call with the kernel's correlation id (same thread)."""
     events = trace.get("traceEvents", trace if isinstance(trace, list) else [])
     notes = [e for e in events if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith(prefix)
@@ -53,20 +54,24 @@ def kernels_by_label(trace: dict[str, Any], prefix: str) -> dict[str, list[dict[
         if label is None:
             continue
         out[label].append({"name": e.get("name"), "ts": float(e["ts"]), "dur": float(e.get("dur", 0.0)),
-                           "grid": args.get("grid"), "block": args.get("block"), "stream": args.get("stream")})
+                           "grid": args.get("grid"), "block": args.get("block"),
+                           "registers": args.get("registers per thread"), "shared_memory": args.get("shared memory"),
+                           "stream": args.get("stream")})
     for ks in out.values():
         ks.sort(key=lambda k: k["ts"])
     return out
 
 
 def summarize_kernels(kernels: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-call kernel facts for a solo record: count, names (cut to NAME_CHARS), Σ durations, and grid/block
-    of the longest (None for memcpy/memset)."""
+    """Per-call kernel facts for a solo record: count, names (cut to NAME_CHARS), Σ durations, and the longest
+    kernel's grid, block, registers per thread and shared memory per block (its occupancy inputs; None for
+    memcpy/memset or where the trace lacks them)."""
     if not kernels:
         return {"kernels": 0}
     longest = max(kernels, key=lambda k: k["dur"])
     return {"kernels": len(kernels), "kernel_names": [str(k["name"])[:NAME_CHARS] for k in kernels],
-            "kernel_us": sum(k["dur"] for k in kernels), "grid": longest["grid"], "block": longest["block"]}
+            "kernel_us": sum(k["dur"] for k in kernels), "grid": longest["grid"], "block": longest["block"],
+            "registers": longest.get("registers"), "shared_memory": longest.get("shared_memory")}
 
 
 def exported_trace(prof: Any) -> dict[str, Any]:
