@@ -120,6 +120,18 @@ HELD_OUT_SETS = tuple((f"decode-heldout{n}", s.eager, s.means, s.graph) for n, s
 HELDOUT_RUNS = "calibration/heldout_runs"
 
 
+MATRIX_TRACES = (EAGER_TRACES, *(s.eager for s in hs.HELD_OUT))  # every decode set's sequential eager traces
+
+
+def _decisions_traced() -> str:
+    import decisions_traced as dt  # benchmarks/decisions_traced.py
+
+    runs, folders = [Path(r) for r in DECODE_RUNS], [Path(f) for f in MATRIX_TRACES]
+    profile = _profile()
+    traced, shape = dt.traced_points(runs, folders, profile)
+    return dt.markdown(traced, shape, 0.005, profile, runs, folders) + "\n"
+
+
 def _reproducibility() -> str:
     import decisions as dec
 
@@ -374,6 +386,9 @@ BLOCKS: dict[str, Block] = {
     "decode-lopo": Block(VALIDATION, "python benchmarks/leave_one_preset_out.py", _lopo, slow=True),
     "decode-decisions": Block(VALIDATION, "python benchmarks/decisions.py"
                               + "".join(f" --run {r}" for r in DECODE_RUNS) + " --profile h200", _decisions),
+    "decode-decisions-traced": Block(VALIDATION, "python benchmarks/decisions_traced.py"
+                                     + "".join(f" --run {r}" for r in DECODE_RUNS)
+                                     + "".join(f" --traces {t}" for t in MATRIX_TRACES), _decisions_traced),
     "decode-reproducibility": Block(VALIDATION, f"python benchmarks/decisions.py --run {HELD_OUT_START}"
                                     + "".join(f" --reference-run {r}" for r in DECODE_RUNS) + " --profile h200",
                                     _reproducibility),
