@@ -120,7 +120,9 @@ HELD_OUT_SETS = tuple((f"decode-heldout{n}", s.eager, s.means, s.graph) for n, s
 HELDOUT_RUNS = "calibration/heldout_runs"
 
 
-MATRIX_TRACES = (EAGER_TRACES, *(s.eager for s in hs.HELD_OUT))  # every decode set's sequential eager traces
+# every decode set's sequential eager traces, and those of the matrix's other token counts (call 50)
+MATRIX_TRACES = (EAGER_TRACES, *(s.eager for s in hs.HELD_OUT), "calibration/measurements/h200/2026-12-05/eager_traces")
+DISPATCH_CALL50 = "calibration/measurements/h200/2026-12-05/dispatch_probe"
 
 
 def _decisions_traced() -> str:
@@ -244,6 +246,12 @@ def _dispatch_table() -> str:
     import dispatch_table as dt  # benchmarks/dispatch_table.py
 
     return dt.markdown(dt.load(dt.DEFAULT_RUN)) + "\n"
+
+
+def _dispatch_table_call50() -> str:
+    import dispatch_table as dt
+
+    return dt.markdown(dt.load(ROOT / DISPATCH_CALL50)) + "\n"
 
 
 def _branch_table() -> str:
@@ -440,6 +448,8 @@ BLOCKS: dict[str, Block] = {
     "grouped-layouts": Block(VALIDATION, "python benchmarks/grouped_layouts.py", _grouped_layouts),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "dispatch-sms": Block(VALIDATION, "python benchmarks/dispatch_table.py", _dispatch_table),
+    "dispatch-sms-call50": Block(VALIDATION, f"python benchmarks/dispatch_table.py {DISPATCH_CALL50}",
+                                 _dispatch_table_call50),
     "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
     **{f"spacer-{label}": Block(VALIDATION, f"python benchmarks/spacer_table.py "
                                 f"calibration/measurements/h200/2026-12-04/{run}", partial(_spacer_table, (run,)))
