@@ -21,6 +21,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from decisions import GAIN_TOLERANCE, SMALL_TOKENS  # benchmarks/decisions.py (this script's folder is on sys.path)
 from tqdm import tqdm
 
 from calibration.fit_whatif import REGION, eager_traces, predicted_gain
@@ -28,26 +29,22 @@ from simulator.decisions import GainPoint, score, scores_table, verdict
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.replay import run_whatif
 from simulator.profile import Profile, load_profile
-from simulator.validation import gain_points, graph_pairs
+from simulator.validation import gain_points, measured_gains
 
 MEASUREMENTS = Path("calibration/measurements/h200/2026-12-03")
-SMALL_TOKENS = (1, 2, 4)
-GAIN_TOLERANCE = 0.015
 
 
 def traced_points(runs: list[Path], trace_folders: list[Path], profile: Profile
                   ) -> tuple[list[GainPoint], list[GainPoint]]:
     """(trace what-if points, shape path points) on the points measured in ``runs`` that have a trace."""
-    pairs = graph_pairs(runs)
+    measured = measured_gains(runs)
     traces: dict[tuple[str, int], list[Path]] = {}
     for folder in trace_folders:
         for key, path in eager_traces(folder).items():
-            if key in pairs:
+            if key in measured:
                 traces.setdefault(key, []).append(path)
     if not traces:
         raise InputError("no measured point has a sequential eager trace in the trace folders")
-    measured = {key: 1 - pairs[key]["multi_stream"]["median_us"] / pairs[key]["sequential"]["median_us"]
-                for key in traces}
     traced = []
     for key, paths in tqdm(sorted(traces.items()), desc="what-if", disable=not sys.stderr.isatty()):
         gains = [predicted_gain(run_whatif(p, REGION, launch="graph", profile=profile, progress=False,
@@ -65,16 +62,17 @@ def _within(points: list[GainPoint]) -> tuple[int, int]:
 def markdown(traced: list[GainPoint], shape: list[GainPoint], margin: float, profile: Profile, runs: list[Path],
              folders: list[Path]) -> str:
     tokens = sorted({p.tokens for p in traced})
+    traced_scores, shape_scores = score(traced, margin), score(shape, margin)
     lines = [f"Runs: {', '.join(map(str, runs))} (graph mode; a point in several runs: the mean of their medians). "
              f"Traces: sequential eager traces in {', '.join(f'`{f}`' for f in folders)} ({len(traced)} points "
              f"at {', '.join(map(str, tokens))} tokens). Profile: {profile.describe()}. Margin {100 * margin:.1f} %. "
              "Not run on AMD hardware.", "",
              "The trace what-if (`moesim whatif trace ... --launch graph`):", "",
-             *scores_table(score(traced, margin), "trace what-if"), "",
-             *[f"- {line}" for line in verdict(score(traced, margin), "the trace what-if")], "",
+             *scores_table(traced_scores, "trace what-if"), "",
+             *[f"- {line}" for line in verdict(traced_scores, "the trace what-if")], "",
              "The shape path on the same points:", "",
-             *scores_table(score(shape, margin), "shape path"), "",
-             *[f"- {line}" for line in verdict(score(shape, margin), "the shape path")], ""]
+             *scores_table(shape_scores, "shape path"), "",
+             *[f"- {line}" for line in verdict(shape_scores, "the shape path")], ""]
     (tw, n), (sw, _) = _within(traced), _within(shape)
     lines += [f"At {', '.join(map(str, SMALL_TOKENS))} tokens: predicted gain within ±{100 * GAIN_TOLERANCE:.1f} "
               f"points of measured in {tw}/{n} (trace what-if) and {sw}/{n} (shape path).", "",

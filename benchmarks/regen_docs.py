@@ -242,16 +242,10 @@ def _grouped_layouts() -> str:
     return gl.markdown(gl.comparisons()) + "\n"
 
 
-def _dispatch_table() -> str:
+def _dispatch_table(run: str | None = None) -> str:
     import dispatch_table as dt  # benchmarks/dispatch_table.py
 
-    return dt.markdown(dt.load(dt.DEFAULT_RUN)) + "\n"
-
-
-def _dispatch_table_call50() -> str:
-    import dispatch_table as dt
-
-    return dt.markdown(dt.load(ROOT / DISPATCH_CALL50)) + "\n"
+    return dt.markdown(dt.load(ROOT / run if run else dt.DEFAULT_RUN)) + "\n"
 
 
 def _branch_table() -> str:
@@ -449,7 +443,7 @@ BLOCKS: dict[str, Block] = {
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "dispatch-sms": Block(VALIDATION, "python benchmarks/dispatch_table.py", _dispatch_table),
     "dispatch-sms-call50": Block(VALIDATION, f"python benchmarks/dispatch_table.py {DISPATCH_CALL50}",
-                                 _dispatch_table_call50),
+                                 partial(_dispatch_table, DISPATCH_CALL50)),
     "spacer-gains": Block(VALIDATION, "python benchmarks/spacer_table.py", _spacer_table),
     **{f"spacer-{label}": Block(VALIDATION, f"python benchmarks/spacer_table.py "
                                 f"calibration/measurements/h200/2026-12-04/{run}", partial(_spacer_table, (run,)))
