@@ -31,6 +31,7 @@ from typing import TypeVar
 import torch
 
 from kernels_real.config import ConfigError, MoEConfig, get_preset
+from kernels_real.host_costs import host_sample, summarize
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.profiling import chrome_trace
 from kernels_real.streams import current_stream, platform_info, reset_current_stream
@@ -115,15 +116,15 @@ class Timer:
         return self._run(step, n, layers_per_step)
 
     def measure_interleaved(self, steps: dict[K, Callable[[int], None]], rounds: int, seed: int = ORDER_SEED,
-                            group: Callable[[K], object] | None = None,
-                            min_burst: int = MIN_BURST) -> dict[K, list[list[float]]]:
+                            group: Callable[[K], object] | None = None, min_burst: int = MIN_BURST,
+                            after: Callable[[K], None] | None = None) -> dict[K, list[list[float]]]:
         """Eager timing of many cases interleaved: ``rounds`` rounds, each running every case's short burst of
         back-to-back calls in one fixed order (shuffled once with ``seed``), so that slow drifts of the host
         (clock, scheduling) hit every case alike; GC off while timing. Returns each case's bursts (µs per
         call, the burst's first call first: it starts on an idle device and carries the host's head start).
         A burst has ``target_s / rounds`` of calls (at least ``min_burst``); cases with the same ``group``
         get the same burst length (the longest of them), so their shares of first calls match. Call ``i`` of
-        a burst is ``step(i)``."""
+        a burst is ``step(i)``. ``after(key)`` runs after each burst of ``key`` (untimed), in the same round."""
         for step in steps.values():
             for i in range(3):
                 step(i)
@@ -142,6 +143,8 @@ class Timer:
             for _ in range(rounds):
                 for key in order:
                     bursts[key].append(self._run(steps[key], calls[key], 1))
+                    if after is not None:
+                        after(key)
         finally:
             gc.enable()
         return bursts
@@ -243,6 +246,7 @@ class BenchOptions:
     graph_trace_replays: int
     trace_timed_graphs: bool
     trace_only: bool
+    host_costs: bool
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> BenchOptions:
@@ -260,6 +264,9 @@ class BenchOptions:
             raise BenchInputError("--eager-trace-calls must be >= 1")
         if args.graph_trace_replays < 1:
             raise BenchInputError("--graph-trace-replays must be >= 1")
+        if args.host_costs and not (args.interleave_eager and "eager" in args.modes):
+            raise BenchInputError("--host-costs samples the host between interleaved eager bursts: give it with "
+                                  "--interleave-eager and the eager mode")
         if args.weight_sets is not None and args.weight_sets < 1:
             raise BenchInputError("--weight-sets must be >= 1")
         if args.device == "cuda" and not torch.cuda.is_available():
@@ -281,7 +288,7 @@ class BenchOptions:
             device=args.device, quick=args.quick, budget_s=args.budget_s, print_json=args.json,
             interleave_graph=args.interleave_graph, interleave_eager=args.interleave_eager,
             eager_trace_calls=args.eager_trace_calls, graph_trace_replays=args.graph_trace_replays,
-            trace_timed_graphs=args.trace_timed_graphs, trace_only=args.trace_only)
+            trace_timed_graphs=args.trace_timed_graphs, trace_only=args.trace_only, host_costs=args.host_costs)
 
 
 class Sweep:
@@ -435,10 +442,15 @@ class Sweep:
                  f"(order shuffled once, seed {ORDER_SEED}; bursts of >= {min_burst} back-to-back calls, "
                  "call i of a burst on weight set i mod weight_sets, the same length for every strategy of a "
                  "token count)")
-        timed = self.timer.measure_interleaved(steps, rounds, group=lambda key: key[0], min_burst=min_burst)
+        host: dict[tuple[int, str], list[dict[str, object]]] = {key: [] for key in steps}
+        after = (lambda key: host[key].append(host_sample(steps[key], self.gpu))) if self.options.host_costs else None
+        timed = self.timer.measure_interleaved(steps, rounds, group=lambda key: key[0], min_burst=min_burst,
+                                               after=after)
         for (t, strategy), bursts in sorted(timed.items()):
             self._record_case(cfg, layer, t, strategy, "eager", [x for b in bursts for x in b], 1, n_sets,
                               order, bursts)
+            if host[(t, strategy)]:
+                self.cases[-1].update(summarize(host[(t, strategy)]))
 
     def _time_graphs_interleaved(self, cfg: MoEConfig, layer: MoELayer, tokens: int,
                                  steps: dict[str, Callable[[int], None]], n_sets: int) -> None:
@@ -578,6 +590,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--interleave-eager", action="store_true",
                    help=f"time all eager cases of a preset (tokens x strategies) interleaved: {EAGER_ROUNDS} rounds "
                         "of short bursts in one shuffled order")
+    p.add_argument("--host-costs", action="store_true",
+                   help="with --interleave-eager: after each eager burst, in the same round, the host time of the "
+                        "case's layer calls behind a busy GPU (host_only_us) and per torch op of one call "
+                        "(host_ops; kernels_real.host_costs), profiler-free")
     p.add_argument("--eager-trace-calls", type=int,
                    help="warmed back-to-back layer calls per eager trace (default: one per weight set)")
     p.add_argument("--graph-trace-replays", type=int, default=1,
