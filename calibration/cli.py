@@ -42,6 +42,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="a later microbench.json (python -m calibration.microbench --only grouped) whose solo "
                         "records replace those of the same ops in --from-measurements' (e.g. the grouped GEMMs "
                         "remeasured in the layer's weight layout)")
+    p.add_argument("--eager-host", metavar="DIR", type=Path,
+                   help="a bench run with profiler-free host timings of its eager cases (python -m kernels_real.bench "
+                        "--modes eager --interleave-eager --host-costs): eager host costs per torch op measured there "
+                        "(calibration split) instead of the microbench figures times a scale fitted to eager layer "
+                        "times; its eager cases are the ones moesim validate checks")
     p.add_argument("--raw", metavar="DIR", type=Path,
                    help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
@@ -81,6 +86,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--from-measurements {folder}: no such folder")
     if args.decode is not None and not args.decode.is_dir():
         raise InputError(f"--decode {args.decode}: no such folder")
+    if args.eager_host is not None and not (args.eager_host / "cases.json").is_file():
+        raise InputError(f"--eager-host {args.eager_host}: no cases.json there")
     if args.solo_rerun is not None and not args.solo_rerun.is_file():
         raise InputError(f"--solo-rerun {args.solo_rerun}: no such file")
     check_outputs({"--out": out}, folder.rglob("*.json") if folder is not None else ())
@@ -94,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         _measure(folder, args.quick, args.budget_s)
     profile = fit_profile(folder, name, presets, tokens,
                           progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True),
-                          decode=args.decode, solo_rerun=args.solo_rerun)
+                          decode=args.decode, solo_rerun=args.solo_rerun, eager_host=args.eager_host)
     text = profile.model_dump_json(indent=2, exclude_none=True) + "\n"
     write_text_atomic(out, text)
     if args.json:
@@ -114,7 +121,12 @@ def run(args: argparse.Namespace) -> int:
     for line in profile.fit.get("whatif_decisions", {}).get("verdict", []):
         print(f"  decisions of the trace what-if: {line}")
     layer = profile.fit.get("layer")
-    if layer:
+    if layer and "eager_cases" in layer:
+        report = layer["eager_host"]
+        print(f"  eager host costs: {report['ops']} torch ops measured in {layer['eager_cases']} ({report['cases']} "
+              f"calls, {len(report['unmatched'])} cases unmatched; held out: presets {layer['holdout_presets']}, "
+              f"tokens {layer['holdout_tokens']})")
+    elif layer:
         print(f"  eager host scale × {layer['host_scale']} ({layer['calibration_cases']} calibration cases; held out: "
               f"presets {layer['holdout_presets']}, tokens {layer['holdout_tokens']})")
     return 0

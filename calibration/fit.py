@@ -29,6 +29,7 @@ from calibration.fit_graph_corun import (
     load_records,
     pieces_of,
 )
+from calibration.fit_host import fit_host_costs
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
@@ -271,14 +272,18 @@ def _microbench(path: Path) -> dict[str, Any]:
 
 def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = DEFAULT_HOLDOUT_PRESETS,
                 holdout_tokens: Sequence[int] = DEFAULT_HOLDOUT_TOKENS, progress: Progress | None = None,
-                decode: str | Path | None = None, solo_rerun: str | Path | None = None) -> Profile:
+                decode: str | Path | None = None, solo_rerun: str | Path | None = None,
+                eager_host: str | Path | None = None) -> Profile:
     """Fit a calibrated profile from a measurements folder holding ``microbench.json`` (and optionally
     kernels_real's ``cases.json``, ``env.json``). ``decode``: a folder of decode-regime measurements
     (``graph_corun/``, bench runs of the rank variants): the graph fork/join cost and the sharing model are
     then taken from the graph co-runs (``fit_decode``), and the model's decisions scored on its bench runs.
     ``solo_rerun``: a later ``microbench.json`` (e.g. ``--only grouped``) whose solo records replace the
     folder's records of the same ops (its grouped GEMMs in the layout measured before 2026-12-04, an A/B's
-    other half, left out)."""
+    other half, left out). ``eager_host``: a bench run with profiler-free host timings of its eager cases
+    (``kernels_real.bench --host-costs``): the eager host costs per torch op are then taken from its calibration
+    split (``calibration.fit_host``) instead of the microbench figures times a scale fitted to eager layer times,
+    and its eager cases are the ones validated (``fit.layer.eager_cases``)."""
     say = progress or (lambda _msg: None)
     root = resolve(folder)
     mb_path = find_file(root, "microbench.json", "microbench")
@@ -372,7 +377,9 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         doc["interference"] = {"form": "fluid", "params": {},
                                "source": "NOT fitted (fewer than two co-run pairs): ideal fluid sharing"}
     profile = Profile.model_validate(doc)
-    if calib:
+    if eager_host is not None:
+        profile = _with_host_costs(profile, resolve(eager_host), holdout_presets, holdout_tokens, files, say)
+    elif calib:
         say("fitting the eager host-cost scale on the calibration split of cases.json")
         host_scale = fit_host_scale(profile, calib)
         profile = scaled(profile, host_scale)
@@ -392,6 +399,32 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     if decode is not None:
         profile = fit_decode(profile, resolve(decode), say, holdout_presets)
     return profile
+
+
+def _with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str], holdout_tokens: Sequence[int],
+                     files: list[str], say: Progress) -> Profile:
+    """``profile`` with its eager host costs measured in ``run`` (``calibration.fit_host``, calibration split)."""
+    path = run / "cases.json"
+    if not path.is_file():
+        raise InputError(f"{path}: no such file (kernels_real.bench --host-costs writes it)")
+    cases = [c for c in load_cases(run, eager_rerun=False) if c.get("mode") == "eager"]
+    calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
+    say(f"eager host costs per torch op from {len(calib)} calibration cases of {_rel(run)}")
+    try:
+        fitted = fit_host_costs(calib, profile, _rel(path))
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    report = fitted.pop("report")
+    doc = json.loads(profile.model_dump_json())
+    doc["host"].update(fitted)
+    doc["fit"]["layer"] = {
+        "eager_cases": _rel(run), "eager_host": report, "holdout_presets": list(holdout_presets),
+        "holdout_tokens": list(holdout_tokens),
+        "how": "calibration split only (the held-out presets and token counts never enter a fit): per-op families "
+               "from its eager traces, the sharing model's layer term from its graph multi_stream gains; eager "
+               f"host costs per torch op measured profiler-free in {_rel(run)}, whose eager cases are validated"}
+    doc["measurements"] = [*files, _rel(path)]
+    return Profile.model_validate(doc)
 
 
 def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: Sequence[str] = ()) -> Profile:

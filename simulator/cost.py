@@ -164,9 +164,11 @@ class CostModel:
         return kernel_cost(spec, self.profile)
 
     def launch(self, spec: KernelSpec, stream: str, region: str | None = None) -> Launch:
-        """The costed launch; its eager host cost is the profile's per-family figure where it has one."""
+        """The costed launch; its eager host cost is the profile's figure for the op's name, else for its family,
+        where it has one."""
         c = self.cost(spec)
-        host = self.profile.host.launch_by_family_us.get(spec.family)
+        figures = self.profile.host
+        host = figures.launch_by_op_us.get(spec.name) or figures.launch_by_family_us.get(spec.family)
         return Launch(kernel=spec.name, stream=stream, dur_us=c.dur_us, sm=c.sm, bw=c.bw, tc=c.tc, kernels=c.kernels,
                       reads=spec.reads, writes=spec.writes, family=spec.family, region=region,
                       host_us=host.value if host is not None else None)

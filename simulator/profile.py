@@ -74,6 +74,9 @@ class HostFigures(_Model):
     launch_by_family_us: dict[str, Figure] = Field(
         {}, description="eager host cost of one torch op launching a kernel of that family (dispatcher and "
                         "Python included); families not listed cost launch_us")
+    launch_by_op_us: dict[str, Figure] = Field(
+        {}, description="eager host cost of the workload builder's torch op of that name (e.g. router_gemm, "
+                        "sort), the layer's Python around it included; ops not listed cost their family's figure")
 
     def costs(self, mode: Mode = "eager") -> HostCosts:
         """The engine's ``HostCosts``. ``eager``: every figure as measured. ``graph``: for a program whose

@@ -63,14 +63,17 @@ def eager_rerun_path(folder: str | Path) -> Path | None:
     return None
 
 
-def load_cases(folder: str | Path, eager_rerun: bool = True) -> list[dict[str, Any]]:
+def load_cases(folder: str | Path, eager_rerun: bool = True, eager_from: str | Path | None = None
+               ) -> list[dict[str, Any]]:
     """kernels_real's ``cases.json`` from a measurements folder (one-line errors). Where the folder also
     holds an eager re-measurement (``eager_rerun_path``), its records replace the eager ones of the main
     sweep (``eager_rerun``; the main sweep's eager records are still the ones that name the one-call
-    traces)."""
+    traces); ``eager_from``, a bench run's folder, replaces them with that run's (e.g. the run a profile's
+    eager host costs were measured in: ``fit.layer.eager_cases``)."""
     cases = _read_cases(find_file(folder, "cases.json", "kernels_real"))
-    rerun = eager_rerun_path(folder)
-    if eager_rerun and rerun is not None:
+    rerun = find_file(eager_from, "cases.json", "kernels_real") if eager_from is not None else \
+        eager_rerun_path(folder) if eager_rerun else None
+    if rerun is not None:
         eager = _read_cases(rerun)
         cases = [c for c in cases if c["mode"] != "eager"] + [c for c in eager if c["mode"] == "eager"]
     return cases

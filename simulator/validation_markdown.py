@@ -121,14 +121,20 @@ def report_markdown(report: dict[str, Any]) -> str:
 
 
 def fit_markdown(profile: Profile) -> str:
-    """What the profile's fit recorded: the eager host scale, the split, the chosen sharing form and its
+    """What the profile's fit recorded: where the eager host costs come from, the split, the chosen sharing form and its
     parameters."""
     layer = profile.fit.get("layer") or {}
     i = profile.interference
     params = ", ".join(f"`{k}` {v}" for k, v in i.params.items())
-    return (f"Profile {profile.describe()}: eager host-cost scale × {layer.get('host_scale', 'n/a')} (on the "
-            f"microbench's per-op host costs), fitted on {layer.get('calibration_cases', 'n/a')} calibration-split "
-            f"cases; held out: presets {', '.join(layer.get('holdout_presets', [])) or '-'}, tokens "
+    if "eager_cases" in layer:
+        report = layer["eager_host"]
+        host = (f"eager host costs of {report['ops']} torch ops measured profiler-free in `{layer['eager_cases']}` "
+                f"(medians over {report['cases']} calls of its calibration-split cases, no scale fitted)")
+    else:
+        host = (f"eager host-cost scale × {layer.get('host_scale', 'n/a')} (on the microbench's per-op host costs), "
+                f"fitted on {layer.get('calibration_cases', 'n/a')} calibration-split cases")
+    return (f"Profile {profile.describe()}: {host}; held out: presets "
+            f"{', '.join(layer.get('holdout_presets', [])) or '-'}, tokens "
             f"{', '.join(map(str, layer.get('holdout_tokens', []))) or '-'}. Sharing form **{i.form}**: {params}.\n")
 
 

@@ -19,7 +19,7 @@ from simulator.interference import ResidencySharing, SlowdownSharing
 from simulator.ir import Launch
 from simulator.profile import KernelFamily, Profile, load_profile
 from simulator.sharing import FluidSharing
-from simulator.validation import predict_case
+from simulator.validation import load_cases, predict_case
 
 HBM, TENSOR = 4300e3, 790e6  # bytes/µs and flop/µs of the synthetic device
 TRUE_FAMILIES = {  # (latency, bw_eff, tc_eff, fill_sat)
@@ -305,3 +305,26 @@ def test_solo_rerun_replaces_the_records_of_its_ops(measured: Path, tmp_path: Pa
     assert "2026-12-04" in prof.kernel_tables[key].source
     assert prof.kernel_tables["mm K=7168 N=4096"] == base.kernel_tables["mm K=7168 N=4096"]
     assert prof.measurements == [*base.measurements[:1], str(rerun.resolve()), *base.measurements[1:]]
+
+
+def test_fit_profile_takes_eager_host_costs_from_a_host_timed_run(measured: Path, tmp_path: Path) -> None:
+    from tests.test_fit_host import _case, _layer_calls
+
+    run = tmp_path / "host_costs"
+    run.mkdir()
+    n = len(_layer_calls(1.0))
+    cases = [{**_case(_layer_calls(20.0), 20.0 * n, 20.0 * n, preset="qwen3_30b_a3b", tokens=t,
+                      strategy="sequential"), "median_us": 20.0 * n + 100.0} for t in (1, 16)]
+    # held out (preset) and held out (token count): never in the fit, so their 99 µs calls change nothing
+    cases += [{**_case(_layer_calls(99.0), 99.0 * n, 99.0 * n, preset=p, tokens=t, strategy="sequential"),
+               "median_us": 1.0} for p, t in (("deepseek_v2_lite", 1), ("qwen3_30b_a3b", 2))]
+    (run / "cases.json").write_text(json.dumps(cases))
+    prof = fit_profile(measured, "h200", holdout_presets=("deepseek_v2_lite",), holdout_tokens=(2,), eager_host=run)
+    assert prof.host.launch_by_op_us["router_gemm"].value == pytest.approx(20.0)
+    assert prof.host.launch_by_family_us["sort"].value == pytest.approx(20.0)
+    assert "profiler-free" in prof.host.launch_us.source
+    layer = prof.fit["layer"]
+    assert "host_scale" not in layer and layer["eager_cases"].endswith("host_costs")
+    assert layer["eager_host"]["unmatched"] == [] and layer["eager_host"]["cases"] == 2 * n
+    eager = [c for c in load_cases(measured, eager_from=run) if c["mode"] == "eager"]
+    assert sorted(c["median_us"] for c in eager) == sorted(c["median_us"] for c in cases)

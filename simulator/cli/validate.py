@@ -50,10 +50,12 @@ def run(args: argparse.Namespace) -> int:
     measured = args.measurements.rglob("*.json") if args.measurements and args.measurements.is_dir() else ()
     check_outputs({"--html": args.html}, [profile_file, *measured])
     profile = load_profile(args.profile)
-    cases = [c for c in load_cases(_folder(profile, args.measurements)) if c.get("device", "cuda") != "cpu"]
+    layer = profile.fit.get("layer") or {}
+    eager_from = layer.get("eager_cases") if args.measurements is None else None
+    cases = [c for c in load_cases(_folder(profile, args.measurements), eager_from=eager_from)
+             if c.get("device", "cuda") != "cpu"]
     if not cases:
         raise InputError("no GPU cases to validate against")
-    layer = profile.fit.get("layer") or {}
     presets = args.holdout_presets if args.holdout_presets is not None else layer.get("holdout_presets", [])
     tokens = args.holdout_tokens if args.holdout_tokens is not None else layer.get("holdout_tokens", [])
     from tqdm import tqdm

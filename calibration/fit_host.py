@@ -1,0 +1,151 @@
+"""Eager host costs per torch op of the layer, from profiler-free host timings (``kernels_real.bench
+--host-costs``), in place of per-family microbench figures times one scale fitted to layer times.
+
+A case's record holds the host-only time of its layer call (plain calls behind a busy GPU) and, for one clocked
+call, every torch function call with its time and the host time before it (``kernels_real.host_costs``). The
+builder's launches (``simulator.workloads.torch_ops``) are matched to those calls in order, by the torch
+functions that can implement each (:data:`CALLS`); a launch costs its call's time plus all host time since the
+previous matched call returned (views, metadata reads, ``record_function`` ranges, the layer's Python), the
+layer's tail after the last one going to the last, all × host-only / clocked (the clock's own cost taken out
+in proportion). Per builder op name the median over the calibration split's sequential and fused_shared cases
+is the figure; per kernel family the median of its ops' figures (for ops the table lacks), over all ops the
+generic launch cost; the stream and event calls cost what multi_stream's host-only time exceeds sequential's,
+shared in proportion to their microbench figures. Nothing here is fitted to a layer's device or eager time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from simulator.profile import Profile
+from simulator.workloads.moe_layer import moe_layer_program
+from simulator.workloads.presets import get_preset
+
+# builder op name -> the torch functions (as kernels_real.host_costs names them) that launch it in kernels_real
+CALLS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("shared_gemm_gate_up", "shared_gemm_down", "shared_gate_gemm", "router_gemm"), ("linear",)),
+    "silu": ("silu",),
+    "mul": ("Tensor.mul", "Tensor.__mul__"),
+    "scale": ("Tensor.mul", "Tensor.__mul__"),
+    "to_float": ("Tensor.float",),
+    "to_bf16": ("Tensor.to",),
+    "softmax": ("softmax",),
+    **dict.fromkeys(("topk", "topk_in_groups", "topk_groups"), ("topk", "Tensor.topk")),
+    "sigmoid": ("sigmoid",),
+    "add_bias": ("Tensor.add", "Tensor.__add__"),
+    "add": ("Tensor.add", "Tensor.__add__"),
+    "sum": ("Tensor.sum",),
+    "div": ("Tensor.div", "Tensor.__truediv__"),
+    "zeros_like": ("zeros_like",),
+    "scatter": ("Tensor.scatter_",),
+    "expand_copy": ("Tensor.reshape",),
+    "eq": ("Tensor.__eq__",),
+    "masked_fill": ("Tensor.masked_fill",),
+    "gather": ("Tensor.gather",),
+    "sort": ("sort",),
+    "ones_like": ("ones_like",),
+    "ones": ("Tensor.new_ones",),
+    "zeros": ("zeros",),
+    "scatter_add": ("Tensor.scatter_add_",),
+    "cumsum": ("cumsum",),
+    "div_index": ("Tensor.__floordiv__",),
+    "index_select": ("Tensor.index_select",),
+    **dict.fromkeys(("grouped_mm_gate_up", "grouped_mm_down"), ("_grouped_mm",)),
+    "index_add": ("Tensor.index_add_",),
+    "cat": ("cat",),
+}
+STREAM_CALLS = ("record", "wait", "set_stream")  # the builder's host ops of the fork/join (no torch function)
+
+
+def builder_ops(case: dict[str, Any], profile: Profile) -> list[tuple[str, str | None]]:
+    """(op, kernel family) of one eager layer call of ``case`` as the builder issues it: launches by name, the
+    stream and event calls by kind (family None)."""
+    program = moe_layer_program(get_preset(str(case["preset"])), int(case["tokens"]), str(case["strategy"]),
+                                profile, mode="eager")
+    return [(op.kernel, op.family) if op.op == "launch" else (op.op, None) for op in program.ops]
+
+
+def launch_costs(case: dict[str, Any], launches: Sequence[str]) -> list[float] | None:
+    """Host µs of each of ``launches`` (builder op names, in order) in ``case``'s clocked call, on the host-only
+    scale; None where the calls do not match (a launch with no call of its torch functions after the previous)."""
+    calls = case.get("host_ops") or []
+    costs: list[float] = []
+    pending = 0.0
+    k = 0
+    for name in launches:
+        allowed = CALLS.get(name)
+        if allowed is None:
+            return None
+        while k < len(calls) and calls[k]["name"] not in allowed:
+            pending += calls[k]["before_us"] + calls[k]["us"]
+            k += 1
+        if k == len(calls):
+            return None
+        costs.append(pending + calls[k]["before_us"] + calls[k]["us"])
+        pending = 0.0
+        k += 1
+    if not costs:
+        return None
+    clocked = float(case["host_clocked_us"])
+    costs[-1] += max(0.0, clocked - sum(costs) - pending) + pending  # the tail after the last matched call
+    scale = float(case["host_only_us"]) / clocked
+    return [c * scale for c in costs]
+
+
+def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str) -> dict[str, Any]:
+    """The host section's eager figures from the calibration split's eager cases that carry host timings:
+    ``launch_by_op_us``, ``launch_by_family_us``, ``launch_us`` and the stream/event calls' costs, each a
+    figure with its source; plus ``report`` (cases used, unmatched)."""
+    per_op: dict[str, list[float]] = {}
+    family_of: dict[str, str | None] = {}
+    unmatched: list[str] = []
+    host_only: dict[tuple[str, int, str], float] = {}
+    for case in cases:
+        if case.get("mode") != "eager" or "host_only_us" not in case:
+            continue
+        host_only[(str(case["preset"]), int(case["tokens"]), str(case["strategy"]))] = float(case["host_only_us"])
+        if case["strategy"] == "multi_stream":
+            continue
+        ops = [(n, f) for n, f in builder_ops(case, profile) if f is not None]
+        costs = launch_costs(case, [n for n, _ in ops])
+        if costs is None:
+            unmatched.append(f"{case['preset']} t{case['tokens']} {case['strategy']}")
+            continue
+        for (name, family), cost in zip(ops, costs, strict=True):
+            per_op.setdefault(name, []).append(cost)
+            family_of[name] = family
+    if not per_op:
+        raise ValueError(f"{where}: no eager case with host timings matched the builder's ops")
+    by_op = {name: statistics.median(xs) for name, xs in per_op.items()}
+    families: dict[str, list[float]] = {}
+    for name, cost in by_op.items():
+        families.setdefault(str(family_of[name]), []).append(cost)
+    extra = [host_only[(p, t, "multi_stream")] - host_only[(p, t, "sequential")]
+             for (p, t, s) in host_only if s == "multi_stream" and (p, t, "sequential") in host_only]
+    stream_us = statistics.median(extra) if extra else None
+    how = (f"measured ({where}): host µs per torch op of kernels_real's eager layer behind a busy GPU, "
+           "profiler-free (kernels_real.bench --host-costs; calibration.fit_host)")
+    out: dict[str, Any] = {
+        "launch_by_op_us": {name: {"value": cost, "source": f"{how}: median of {len(per_op[name])} calls"}
+                            for name, cost in sorted(by_op.items())},
+        "launch_by_family_us": {fam: {"value": statistics.median(xs),
+                                      "source": f"{how}: median of the family's {len(xs)} op figures"}
+                                for fam, xs in sorted(families.items())},
+        "launch_us": {"value": statistics.median(by_op.values()),
+                      "source": f"{how}: median of all {len(by_op)} op figures"},
+        "report": {"cases": sum(len(v) for v in per_op.values()), "ops": len(by_op), "unmatched": unmatched,
+                   "multi_stream_pairs": len(extra)},
+    }
+    if stream_us is not None:
+        micro = {key: getattr(profile.host, f"{key}_us").value for key in STREAM_CALLS}
+        per_layer = 2 * sum(micro.values())  # two of each per layer call (fork and join)
+        factor = max(stream_us, 0.0) / per_layer if per_layer > 0 else 0.0
+        for key, value in micro.items():
+            out[f"{key}_us"] = {"value": value * factor,
+                                "source": f"measured ({where}): multi_stream's host-only layer time minus "
+                                          f"sequential's (median {stream_us:.1f} µs over {len(extra)} calibration "
+                                          f"points), shared over the fork/join's two {key} calls and the others "
+                                          "in proportion to their microbench figures"}
+    return out

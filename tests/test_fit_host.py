@@ -1,0 +1,68 @@
+"""Eager host costs per torch op (calibration.fit_host) from clocked calls, against sums done by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from calibration.fit_host import fit_host_costs, launch_costs
+from simulator.profile import load_profile
+
+
+def _op(name: str, us: float, before: float) -> dict:
+    return {"name": name, "us": us, "before_us": before}
+
+
+def _case(ops: list[dict], clocked: float, host_only: float, **key) -> dict:
+    return {"mode": "eager", "host_ops": ops, "host_clocked_us": clocked, "host_only_us": host_only, **key}
+
+
+def test_each_launch_takes_its_call_and_the_host_time_before_it() -> None:
+    ops = [_op("Tensor.shape", 1.0, 2.0), _op("linear", 10.0, 1.0),        # 2 + 1 + 1 + 10 = 14
+           _op("Tensor.__getitem__", 0.5, 0.5), _op("silu", 3.0, 1.0),     # 0.5 + 0.5 + 1 + 3 = 5
+           _op("Tensor.mul", 2.0, 1.0),                                    # 3
+           _op("record_function_exit", 1.0, 1.0)]                          # tail: 2 + 4 after the last call
+    case = _case(ops, clocked=28.0, host_only=14.0)
+    assert launch_costs(case, ["shared_gemm_gate_up", "silu", "mul"]) == pytest.approx([7.0, 2.5, 4.5])
+
+
+def test_a_launch_without_its_torch_call_is_unmatched() -> None:
+    case = _case([_op("linear", 10.0, 1.0)], clocked=11.0, host_only=11.0)
+    assert launch_costs(case, ["shared_gemm_gate_up", "silu"]) is None
+    assert launch_costs(case, ["no_such_builder_op"]) is None
+
+
+def _layer_calls(scale: float) -> list[dict]:
+    """qwen3_30b_a3b's sequential layer (softmax router, renormalised, no shared expert): one call per launch of
+    ``scale`` µs, nothing between them."""
+    names = ["Tensor.float", "linear", "softmax", "topk", "Tensor.sum", "Tensor.div", "sort", "ones_like", "zeros",
+             "Tensor.scatter_add_", "cumsum", "Tensor.__floordiv__", "Tensor.index_select", "_grouped_mm", "silu",
+             "Tensor.mul", "_grouped_mm", "Tensor.index_select", "zeros", "Tensor.float", "Tensor.mul",
+             "Tensor.index_add_", "Tensor.to"]
+    return [_op(n, scale, 0.0) for n in names]
+
+
+def test_per_op_medians_families_and_the_stream_calls() -> None:
+    profile = load_profile("h200")
+    n = len(_layer_calls(1.0))
+    cases = [_case(_layer_calls(s), n * s, n * s, preset="qwen3_30b_a3b", tokens=t, strategy="sequential")
+             for s, t in ((10.0, 1), (20.0, 4), (40.0, 8))]
+    # multi_stream's host-only time exceeds sequential's by 30 µs at one point and 50 µs at another: median 40
+    cases += [{"mode": "eager", "preset": "qwen3_30b_a3b", "tokens": t, "strategy": "multi_stream",
+               "host_only_us": n * s + extra} for s, t, extra in ((10.0, 1, 30.0), (20.0, 4, 50.0))]
+    fitted = fit_host_costs(cases, profile, "test")
+    assert fitted["launch_by_op_us"]["router_gemm"]["value"] == pytest.approx(20.0)
+    assert fitted["launch_by_family_us"]["grouped_gemm"]["value"] == pytest.approx(20.0)
+    assert fitted["launch_us"]["value"] == pytest.approx(20.0)
+    assert fitted["report"]["unmatched"] == [] and fitted["report"]["multi_stream_pairs"] == 2
+    micro = {k: getattr(profile.host, f"{k}_us").value for k in ("record", "wait", "set_stream")}
+    factor = 40.0 / (2 * sum(micro.values()))
+    for key, value in micro.items():
+        assert fitted[f"{key}_us"]["value"] == pytest.approx(value * factor)
+    # two of each stream call per layer: together they cost the measured difference
+    assert 2 * sum(fitted[f"{k}_us"]["value"] for k in micro) == pytest.approx(40.0)
+
+
+def test_no_matched_case_is_an_error() -> None:
+    case = _case([_op("linear", 1.0, 0.0)], 1.0, 1.0, preset="qwen3_30b_a3b", tokens=1, strategy="sequential")
+    with pytest.raises(ValueError, match="no eager case"):
+        fit_host_costs([case], load_profile("h200"), "test")
