@@ -66,3 +66,26 @@ def test_no_matched_case_is_an_error() -> None:
     case = _case([_op("linear", 1.0, 0.0)], 1.0, 1.0, preset="qwen3_30b_a3b", tokens=1, strategy="sequential")
     with pytest.raises(ValueError, match="no eager case"):
         fit_host_costs([case], load_profile("h200"), "test")
+
+
+def test_eager_host_table_sums_the_builder_host_costs(tmp_path) -> None:
+    import json
+
+    from tests.helpers_benchmarks import load_benchmark
+
+    eh = load_benchmark("eager_host")
+    base = load_profile("h200")
+    doc = json.loads(base.model_dump_json())
+    names = ["to_float", "router_gemm", "softmax", "topk", "sum", "div", "sort", "ones_like", "zeros", "scatter_add",
+             "cumsum", "div_index", "index_select", "grouped_mm_gate_up", "silu", "mul", "grouped_mm_down", "to_bf16",
+             "index_add"]
+    doc["host"]["launch_by_op_us"] = {n: {"value": 10.0, "source": "test"} for n in names}
+    profile = type(base).model_validate(doc)
+    case = {"preset": "qwen3_30b_a3b", "tokens": 4, "strategy": "sequential", "mode": "eager"}
+    assert eh.host_sum(profile, case) == pytest.approx(23 * 10.0)  # 23 launches (test above), no stream calls
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "cases.json").write_text(json.dumps([{**case, "median_us": 500.0, "host_only_us": 200.0}]))
+    [row] = eh.rows(profile, run)
+    assert row["host_predicted_us"] == pytest.approx(230.0) and row["host_only_us"] == 200.0
+    assert "| qwen3_30b_a3b | sequential | 200 µs | 230 µs | +15.0 % |" in eh.markdown(profile, run, [row])
