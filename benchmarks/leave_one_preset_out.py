@@ -20,6 +20,7 @@ from typing import Any
 from tqdm import tqdm
 
 from calibration.fit import fit_profile
+from simulator.profile import load_profile
 from simulator.validation import evaluate, load_cases
 from simulator.workloads.presets import split_rank_name
 
@@ -28,11 +29,17 @@ DECODE = "calibration/measurements/h200/2026-12-03"
 TARGET_GRAPH_MEDIAN = 0.03
 
 
+def eager_host() -> str | None:
+    """The host-timed bench run the shipped profile's eager host costs come from (``moesim calibrate
+    --eager-host``), or None: each refit takes its host costs from it too, without the held-out preset."""
+    return (load_profile("h200").fit.get("layer") or {}).get("eager_cases")
+
+
 def held_out(preset: str, cases: list[dict[str, Any]], decode: bool) -> dict[str, Any]:
     """The preset's validation figures under a profile fitted without it (``decode``: as ``moesim calibrate
     --decode``, the held-out preset's graph co-runs left out too)."""
     profile = fit_profile(FOLDER, f"h200-without-{preset}", holdout_presets=[preset], holdout_tokens=[],
-                          decode=DECODE if decode else None)
+                          decode=DECODE if decode else None, eager_host=eager_host())
     mine = [c for c in cases if split_rank_name(str(c["preset"]))[0] == preset]  # the preset and its rank variants
     report = evaluate(profile, mine, holdout_presets=sorted({str(c["preset"]) for c in mine}))
     out: dict[str, Any] = {"preset": preset}
@@ -46,7 +53,7 @@ def held_out(preset: str, cases: list[dict[str, Any]], decode: bool) -> dict[str
 
 def rows(decode: bool = True) -> list[dict[str, Any]]:
     """One row per preset: its figures under a profile refitted without it."""
-    cases = [c for c in load_cases(FOLDER) if c.get("device", "cuda") != "cpu"]
+    cases = [c for c in load_cases(FOLDER, eager_from=eager_host()) if c.get("device", "cuda") != "cpu"]
     if decode:
         cases += load_cases(f"{DECODE}/kernels_real9", eager_rerun=False)
     presets = sorted({split_rank_name(str(c["preset"]))[0] for c in cases})
@@ -81,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-decode", action="store_true", help=f"fit without the decode-regime folder {DECODE}")
     args = ap.parse_args(argv)
-    cases = [c for c in load_cases(FOLDER) if c.get("device", "cuda") != "cpu"]
+    cases = [c for c in load_cases(FOLDER, eager_from=eager_host()) if c.get("device", "cuda") != "cpu"]
     presets = sorted({split_rank_name(str(c["preset"]))[0] for c in cases})
     if not args.no_decode:
         cases += load_cases(f"{DECODE}/kernels_real9", eager_rerun=False)
