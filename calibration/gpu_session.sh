@@ -2,7 +2,8 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces),
+# graphprobe, decode, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces,
+# hostcosts),
 # or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
@@ -43,6 +44,13 @@ if has eager2; then
   taskset -c 2 python3 -m kernels_real.bench --out "$out/kernels_real_eager2" --modes eager --interleave-eager \
     --trace-presets deepseek_v3 qwen2_57b_a14b deepseek_v2_lite --trace-tokens 1 16 128 1024 \
     2>&1 | tee "$out/sweep-eager2.log" | tail -80
+fi
+if has hostcosts; then
+  # every eager case of the six presets interleaved and pinned (as eager2), with each burst followed in the same
+  # round by the case's host-only time behind a busy GPU and one clocked call per torch op (moesim calibrate
+  # --eager-host reads it); no traces
+  taskset -c 2 python3 -m kernels_real.bench --out "$out/host_costs" --modes eager --interleave-eager --host-costs \
+    --trace-presets --budget-s 480 2>&1 | tee "$out/hostcosts.log" | tail -40
 fi
 if has probe; then
   # where the eager multi-stream layer's extra time goes (layer variants; host cost per op on one vs two streams)
