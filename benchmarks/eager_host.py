@@ -19,17 +19,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from calibration.fit_host import layer_program
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
 from simulator.validation import load_cases, predict_case
-from simulator.workloads.moe_layer import moe_layer_program
-from simulator.workloads.presets import get_preset
 
 
 def host_sum(profile: Profile, case: dict[str, Any]) -> float:
     """The builder's host µs for one eager layer call of ``case`` under ``profile``."""
-    program = moe_layer_program(get_preset(str(case["preset"])), int(case["tokens"]), str(case["strategy"]),
-                                profile, mode="eager")
+    program = layer_program(case, profile)
     host = program.host
     default = {"launch": host.launch_us, "record": host.record_us, "wait": host.wait_us,
                "set_stream": host.set_stream_us}

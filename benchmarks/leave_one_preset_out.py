@@ -35,11 +35,11 @@ def eager_host() -> str | None:
     return (load_profile("h200").fit.get("layer") or {}).get("eager_cases")
 
 
-def held_out(preset: str, cases: list[dict[str, Any]], decode: bool) -> dict[str, Any]:
+def held_out(preset: str, cases: list[dict[str, Any]], decode: bool, host: str | None) -> dict[str, Any]:
     """The preset's validation figures under a profile fitted without it (``decode``: as ``moesim calibrate
-    --decode``, the held-out preset's graph co-runs left out too)."""
+    --decode``, the held-out preset's graph co-runs left out too; ``host``: :func:`eager_host`)."""
     profile = fit_profile(FOLDER, f"h200-without-{preset}", holdout_presets=[preset], holdout_tokens=[],
-                          decode=DECODE if decode else None, eager_host=eager_host())
+                          decode=DECODE if decode else None, eager_host=host)
     mine = [c for c in cases if split_rank_name(str(c["preset"]))[0] == preset]  # the preset and its rank variants
     report = evaluate(profile, mine, holdout_presets=sorted({str(c["preset"]) for c in mine}))
     out: dict[str, Any] = {"preset": preset}
@@ -53,12 +53,13 @@ def held_out(preset: str, cases: list[dict[str, Any]], decode: bool) -> dict[str
 
 def rows(decode: bool = True) -> list[dict[str, Any]]:
     """One row per preset: its figures under a profile refitted without it."""
-    cases = [c for c in load_cases(FOLDER, eager_from=eager_host()) if c.get("device", "cuda") != "cpu"]
+    host = eager_host()
+    cases = [c for c in load_cases(FOLDER, eager_from=host) if c.get("device", "cuda") != "cpu"]
     if decode:
         cases += load_cases(f"{DECODE}/kernels_real9", eager_rerun=False)
     presets = sorted({split_rank_name(str(c["preset"]))[0] for c in cases})
     bar = tqdm(presets, desc="refits", disable=not sys.stderr.isatty())
-    return [held_out(p, cases, decode) for p in bar]
+    return [held_out(p, cases, decode, host) for p in bar]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -88,12 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-decode", action="store_true", help=f"fit without the decode-regime folder {DECODE}")
     args = ap.parse_args(argv)
-    cases = [c for c in load_cases(FOLDER, eager_from=eager_host()) if c.get("device", "cuda") != "cpu"]
+    host = eager_host()
+    cases = [c for c in load_cases(FOLDER, eager_from=host) if c.get("device", "cuda") != "cpu"]
     presets = sorted({split_rank_name(str(c["preset"]))[0] for c in cases})
     if not args.no_decode:
         cases += load_cases(f"{DECODE}/kernels_real9", eager_rerun=False)
     bar = tqdm(presets, desc="refits", disable=not sys.stderr.isatty())
-    rows = [held_out(p, cases, not args.no_decode) for p in bar]
+    rows = [held_out(p, cases, not args.no_decode, host) for p in bar]
     print(json.dumps(rows, indent=1) if args.json else markdown(rows))
     return 0
 

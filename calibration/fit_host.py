@@ -19,6 +19,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from simulator.ir import Program
 from simulator.profile import Profile
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
@@ -59,12 +60,16 @@ CALLS: dict[str, tuple[str, ...]] = {
 STREAM_CALLS = ("record", "wait", "set_stream")  # the builder's host ops of the fork/join (no torch function)
 
 
+def layer_program(case: dict[str, Any], profile: Profile) -> Program:
+    """One eager layer call of ``case`` (preset, tokens, strategy) as the builder issues it."""
+    return moe_layer_program(get_preset(str(case["preset"])), int(case["tokens"]), str(case["strategy"]), profile,
+                             mode="eager")
+
+
 def builder_ops(case: dict[str, Any], profile: Profile) -> list[tuple[str, str | None]]:
-    """(op, kernel family) of one eager layer call of ``case`` as the builder issues it: launches by name, the
-    stream and event calls by kind (family None)."""
-    program = moe_layer_program(get_preset(str(case["preset"])), int(case["tokens"]), str(case["strategy"]),
-                                profile, mode="eager")
-    return [(op.kernel, op.family) if op.op == "launch" else (op.op, None) for op in program.ops]
+    """(op, kernel family) of :func:`layer_program`: launches by name, the stream and event calls by kind (family
+    None)."""
+    return [(op.kernel, op.family) if op.op == "launch" else (op.op, None) for op in layer_program(case, profile).ops]
 
 
 def launch_costs(case: dict[str, Any], launches: Sequence[str]) -> list[float] | None:
@@ -89,7 +94,7 @@ def launch_costs(case: dict[str, Any], launches: Sequence[str]) -> list[float] |
     if not costs:
         return None
     clocked = float(case["host_clocked_us"])
-    costs[-1] += max(0.0, clocked - sum(costs) - pending) + pending  # the tail after the last matched call
+    costs[-1] += max(0.0, clocked - sum(costs))  # the tail after the last matched call
     scale = float(case["host_only_us"]) / clocked
     return [c * scale for c in costs]
 
