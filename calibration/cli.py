@@ -75,7 +75,7 @@ def _measure(raw: Path, quick: bool, budget_s: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from calibration.fit import fit_profile
-    from simulator.validation import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS
+    from simulator.validation import DEFAULT_HOLDOUT_PRESETS, DEFAULT_HOLDOUT_TOKENS, find_file
     from simulator.workloads.presets import get_preset
 
     out: Path = args.out
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--from-measurements {folder}: no such folder")
     if args.decode is not None and not args.decode.is_dir():
         raise InputError(f"--decode {args.decode}: no such folder")
-    if args.eager_host is not None and not (args.eager_host / "cases.json").is_file():
+    if args.eager_host is not None and not find_file(args.eager_host, "cases.json", "kernels_real").is_file():
         raise InputError(f"--eager-host {args.eager_host}: no cases.json there")
     if args.solo_rerun is not None and not args.solo_rerun.is_file():
         raise InputError(f"--solo-rerun {args.solo_rerun}: no such file")

@@ -404,7 +404,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
 def _with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str], holdout_tokens: Sequence[int],
                      files: list[str], say: Progress) -> Profile:
     """``profile`` with its eager host costs measured in ``run`` (``calibration.fit_host``, calibration split)."""
-    path = run / "cases.json"
+    path = find_file(run, "cases.json", "kernels_real")
     cases = [c for c in load_cases(run, eager_rerun=False) if c.get("mode") == "eager"]
     calib = [c for c in cases if split_of(c, holdout_presets, holdout_tokens) == "calibration"]
     say(f"eager host costs per torch op from {len(calib)} calibration cases of {_rel(run)}")

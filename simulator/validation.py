@@ -5,6 +5,7 @@ by path (``calibration/measurements/<gpu>/<date>``, as the profiles record them)
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -43,10 +44,14 @@ def resolve(path: str | Path) -> Path:
 
 
 def find_file(folder: str | Path, name: str, subfolder: str) -> Path:
-    """``folder/name``, or ``folder/subfolder/name`` where the GPU session script put it there."""
+    """``folder/name``, or ``folder/subfolder/name`` where the GPU session script put it there; either one
+    gzipped (``name.gz``) where only that is kept."""
     root = resolve(folder)
-    nested = root / subfolder / name
-    return nested if not (root / name).exists() and nested.exists() else root / name
+    for candidate in (root / name, root / subfolder / name):
+        for path in (candidate, candidate.with_name(candidate.name + ".gz")):
+            if path.exists():
+                return path
+    return root / name
 
 
 EAGER_RERUNS = ("kernels_real_eager2", "kernels_real_eager")  # newest first: each supersedes the ones after it
@@ -89,7 +94,7 @@ def _read_cases(path: Path) -> list[dict[str, Any]]:
 
 def _parse_cases(path: Path) -> list[dict[str, Any]]:
     try:
-        cases = json.loads(path.read_text())
+        cases = json.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_text())
     except FileNotFoundError:
         raise InputError(f"{path}: no such file (a kernels_real.bench output folder holds cases.json; "
                          "give a checkout's folder with --measurements DIR)") from None

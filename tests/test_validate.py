@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -149,3 +150,18 @@ def test_newest_eager_rerun_supersedes(tmp_path: Path) -> None:
     cases = load_cases(tmp_path)
     assert sorted((c["mode"], c["median_us"]) for c in cases) == [("eager", 300.0), ("graph", 50.0)]
     assert [c["median_us"] for c in load_cases(tmp_path, eager_rerun=False) if c["mode"] == "eager"] == [100.0]
+
+
+def test_gzipped_cases_are_read(tmp_path: Path) -> None:
+    """A run kept as ``cases.json.gz`` alone loads like one with ``cases.json`` (and an eager_from run too)."""
+    recs = [{"preset": "deepseek_v3", "tokens": 1, "strategy": "sequential", "mode": m, "median_us": us}
+            for m, us in (("eager", 100.0), ("graph", 50.0))]
+    (tmp_path / "main").mkdir()
+    (tmp_path / "main" / "cases.json").write_text(json.dumps(recs))
+    (tmp_path / "host").mkdir()
+    recs[0]["median_us"] = 120.0
+    (tmp_path / "host" / "cases.json.gz").write_bytes(gzip.compress(json.dumps(recs).encode()))
+    assert [c["median_us"] for c in load_cases(tmp_path / "host")] == [120.0, 50.0]
+    mixed = load_cases(tmp_path / "main", eager_from=tmp_path / "host")
+    assert sorted((c["mode"], c["median_us"]) for c in mixed) == [("eager", 120.0), ("graph", 50.0)]
+
