@@ -592,8 +592,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         "of short bursts in one shuffled order")
     p.add_argument("--host-costs", action="store_true",
                    help="with --interleave-eager: after each eager burst, in the same round, the host time of the "
-                        "case's layer calls behind a busy GPU (host_only_us) and per torch op of one call "
-                        "(host_ops; kernels_real.host_costs), profiler-free")
+                        "case's layer calls behind a busy GPU (host_only_us), launched onto an idle GPU "
+                        "(host_idle_us) and per torch op of one call (host_ops; kernels_real.host_costs), "
+                        "profiler-free")
     p.add_argument("--eager-trace-calls", type=int,
                    help="warmed back-to-back layer calls per eager trace (default: one per weight set)")
     p.add_argument("--graph-trace-replays", type=int, default=1,

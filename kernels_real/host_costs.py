@@ -6,6 +6,8 @@ a ``TorchFunctionMode`` that stamps every torch function call the layer makes (P
 ``Tensor.index_select``, ``torch.sort``, … and the views and metadata reads that launch nothing): per call the
 time inside it and the host time since the previous one returned (the layer's own Python, ``record_function``
 ranges, stream and event calls). The clock adds its own cost per call: the plain calls give the true total.
+Plain calls launched onto an idle device (a synchronize before each) give the host time as a host-bound eager
+layer spends it, where every launch meets an idle GPU.
 HIP-portable (``torch.cuda`` API only); ROCm was not run.
 """
 
@@ -71,7 +73,9 @@ def clocked_call(call: Callable[[], None]) -> tuple[list[tuple[str, float, float
 
 def host_sample(step: Callable[[int], None], gpu: bool, calls: int = PLAIN_CALLS) -> dict[str, Any]:
     """Host µs of ``calls`` plain calls ``step(0..calls-1)`` and one clocked call, behind a sleep kernel on a GPU
-    (``gpu_busy``: whether the sleep outlasted them, so that no call waited for the device)."""
+    (``gpu_busy``: whether the sleep outlasted them, so that no call waited for the device); then of ``calls``
+    plain calls each launched onto an idle device (``idle_us``: a synchronize before each), as a host-bound
+    eager layer launches."""
     done = None
     if gpu:
         torch.cuda._sleep(SLEEP_CYCLES)
@@ -84,9 +88,16 @@ def host_sample(step: Callable[[int], None], gpu: bool, calls: int = PLAIN_CALLS
         plain.append((perf_counter_ns() - start) / 1e3)
     ops, clocked = clocked_call(lambda: step(calls))
     busy = True if done is None else not done.query()
+    idle = []
+    for i in range(calls):
+        if gpu:
+            torch.cuda.synchronize()
+        start = perf_counter_ns()
+        step(i)
+        idle.append((perf_counter_ns() - start) / 1e3)
     if gpu:
         torch.cuda.synchronize()
-    return {"plain_us": plain, "clocked_us": clocked, "ops": ops, "gpu_busy": busy}
+    return {"plain_us": plain, "clocked_us": clocked, "ops": ops, "gpu_busy": busy, "idle_us": idle}
 
 
 def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,6 +108,8 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
     same = [s["ops"] for s in samples if tuple(name for name, _, _ in s["ops"]) == names]
     return {
         "host_only_us": statistics.median(x for s in samples for x in s["plain_us"]),
+        **({"host_idle_us": statistics.median(x for s in samples for x in s["idle_us"])}
+           if all(s.get("idle_us") for s in samples) else {}),
         "host_clocked_us": statistics.median(s["clocked_us"] for s in samples),
         "host_samples": len(samples),
         "host_gpu_busy": sum(s["gpu_busy"] for s in samples) / len(samples),

@@ -39,12 +39,16 @@ def test_summary_takes_medians_of_the_most_common_sequence() -> None:
     assert s["host_ops"] == [{"name": "linear", "us": 12.0, "before_us": 1.0},
                              {"name": "silu", "us": 6.0, "before_us": 0.5}]
     assert s["host_ops_samples"] == 3
+    assert "host_idle_us" not in s  # samples without idle-device calls
+    s = summarize([{**x, "idle_us": [5.0 * (k + 1)]} for k, x in enumerate(samples)])
+    assert s["host_idle_us"] == pytest.approx(12.5)
 
 
 def test_a_cpu_sample_times_plain_and_clocked_calls() -> None:
     calls = []
     sample = host_sample(lambda i: calls.append(i) or torch.ones(3).add(1), gpu=False, calls=2)
-    assert calls == [0, 1, 2] and len(sample["plain_us"]) == 2 and sample["gpu_busy"]
+    assert calls == [0, 1, 2, 0, 1] and len(sample["plain_us"]) == 2 and sample["gpu_busy"]
+    assert len(sample["idle_us"]) == 2 and all(x > 0 for x in sample["idle_us"])
     assert [name for name, _, _ in sample["ops"]] == ["ones", "Tensor.add"]
 
 
@@ -53,7 +57,7 @@ def test_bench_records_host_timings_of_every_interleaved_eager_case(tmp_path: Pa
     assert bench.main(["--out", str(out), "--device", "cpu", "--quick", "--presets", "qwen3_30b_a3b", "--tokens", "1",
                        "--modes", "eager", "--interleave-eager", "--host-costs", "--trace-presets"]) == 0
     [case] = json.loads((out / "cases.json").read_text())
-    assert case["host_samples"] == bench.QUICK_EAGER_ROUNDS and case["host_only_us"] > 0
+    assert case["host_samples"] == bench.QUICK_EAGER_ROUNDS and case["host_only_us"] > 0 and case["host_idle_us"] > 0
     assert {"linear", "sort", "Tensor.index_add_"} <= {op["name"] for op in case["host_ops"]}
 
 
