@@ -26,7 +26,7 @@ from calibration.microbench.shapes import GROUPED_WEIGHTS, LEGACY_GROUPED_WEIGHT
 from simulator.errors import InputError, print_or_fail
 
 ROOT = Path(__file__).resolve().parents[1] / "calibration" / "measurements" / "h200"
-CALL1 = ROOT / "2026-12-02/microbench/microbench.json"
+CALL1 = ROOT / "2026-12-02/microbench/microbench.json.gz"
 CALL45 = ROOT / "2026-12-04/microbench_grouped/microbench.json.gz"
 CALL46 = ROOT / "2026-12-04/microbench_grouped_ab/microbench.json.gz"
 

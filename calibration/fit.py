@@ -354,7 +354,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         profile = Profile.model_validate(doc)
     say("fitting the sharing model on co-run pairs" + (" and calibration-split layer gains" if calib and decode is None
                                                         else ""))
-    corun_path = root / "microbench_corun" / "microbench.json"
+    corun_path = find_file(root / "microbench_corun", "microbench.json")
     corun = mb.get("corun") or []
     corun_where = where
     if corun_path.exists():  # the newer co-run set: the gated pairs again plus the staggered routing pairs

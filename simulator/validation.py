@@ -43,11 +43,11 @@ def resolve(path: str | Path) -> Path:
     return Path(str(resources.files("simulator"))).parent / p
 
 
-def find_file(folder: str | Path, name: str, subfolder: str) -> Path:
+def find_file(folder: str | Path, name: str, subfolder: str | None = None) -> Path:
     """``folder/name``, or ``folder/subfolder/name`` where the GPU session script put it there; either one
     gzipped (``name.gz``) where only that is kept."""
     root = resolve(folder)
-    for candidate in (root / name, root / subfolder / name):
+    for candidate in (root / name, *([root / subfolder / name] if subfolder else [])):
         for path in (candidate, candidate.with_name(candidate.name + ".gz")):
             if path.exists():
                 return path
