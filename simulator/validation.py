@@ -144,10 +144,19 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
     ends_list = [max(k.end_us for k in call) for call in calls]
     if burst is None:
         return _steady_period(ends_list)
-    # each call's start event runs when the host reaches it (the first call: from an idle device at host
-    # time 0) or, behind a busy stream, when the previous call's work is done: at its first kernel's start
-    starts = [0.0] + [min(k.start_us for k in call) for call in calls[1:]]
-    return float(np.median([e - s for s, e in zip(starts, ends_list, strict=True)]))
+    spans = res.host_spans
+    per_call = len(spans) // iterations
+    begins = [spans[i * per_call].start_us for i in range(iterations)] if per_call else [0.0] * iterations
+    return float(np.median(event_windows(begins, ends_list)))
+
+
+def event_windows(host_begins: Sequence[float], ends: Sequence[float]) -> list[float]:
+    """µs each of back-to-back eager calls measures between its CUDA events (``kernels_real.timing``): its
+    start event is recorded on the stream as the host begins the call (``host_begins``) and runs then on an
+    idle stream, or once the previous call's work is done (``ends``: each call's last kernel end); its end
+    event runs at its own last kernel's end."""
+    starts = [max(b, prev) for b, prev in zip(host_begins, [0.0, *ends[:-1]], strict=True)]
+    return [e - s for s, e in zip(starts, ends, strict=True)]
 
 
 def graph_pairs(runs: Iterable[str | Path]) -> dict[tuple[str, int], dict[str, dict[str, Any]]]:

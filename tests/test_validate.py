@@ -9,8 +9,20 @@ from pathlib import Path
 import pytest
 
 from simulator.cli.main import main
+from simulator.engine import simulate
 from simulator.errors import InputError
-from simulator.validation import evaluate, gain_signs, load_cases, split_of, summary_lines
+from simulator.profile import load_profile
+from simulator.validation import (
+    evaluate,
+    event_windows,
+    gain_signs,
+    load_cases,
+    predict_case,
+    split_of,
+    summary_lines,
+)
+from simulator.workloads.moe_layer import moe_layer_program
+from simulator.workloads.presets import get_preset
 from tests.test_fit import CASES, truth_profile, write_measurements
 
 
@@ -165,3 +177,24 @@ def test_gzipped_cases_are_read(tmp_path: Path) -> None:
     mixed = load_cases(tmp_path / "main", eager_from=tmp_path / "host")
     assert sorted((c["mode"], c["median_us"]) for c in mixed) == [("eager", 120.0), ("graph", 50.0)]
 
+
+def test_event_windows_by_hand() -> None:
+    """Host-bound: the host begins a call every 100 µs and each call's last kernel ends 30 µs after the
+    next call begins; the first window runs from host time 0, the others from the previous call's end."""
+    assert event_windows([0.0, 100.0, 200.0], [130.0, 230.0, 330.0]) == [130.0, 100.0, 100.0]
+    # GPU-bound: the host is far ahead, every start event waits for the previous call's work
+    assert event_windows([0.0, 10.0, 20.0], [100.0, 200.0, 300.0]) == [100.0, 100.0, 100.0]
+    # an idle gap: call 1 begins at 200 µs, after call 0's work ended at 50 µs
+    assert event_windows([0.0, 200.0], [50.0, 260.0]) == [50.0, 60.0]
+
+
+def test_host_bound_eager_call_measures_at_least_its_host_time() -> None:
+    """An eager call whose host time exceeds its GPU time is event-timed from the moment the host begins it:
+    the predicted window is never shorter than the host time of one call (the sum of its host spans)."""
+    profile = load_profile("h200")
+    case = {"preset": "deepseek_v2_lite", "tokens": 1, "strategy": "sequential", "mode": "eager",
+            "median_us": 1.0, "order": "40 rounds of bursts", "replays": 640}
+    one = moe_layer_program(get_preset("deepseek_v2_lite"), 1, "sequential", profile, mode="eager")
+    host_per_call = sum(s.end_us - s.start_us for s in simulate(one).host_spans)
+    assert host_per_call > 100.0
+    assert predict_case(profile, case) >= host_per_call - 1e-6
