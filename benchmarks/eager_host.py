@@ -1,10 +1,11 @@
 """The eager layer's host time: measured profiler-free against the profile's per-op host costs.
 
 A bench run with ``--host-costs`` (``kernels_real.bench --modes eager --interleave-eager --host-costs``) measured,
-for every eager case, the host-only time of a layer call behind a busy GPU (``host_only_us``). The profile's
+for every eager case, the host time of a plain layer call launched onto an idle GPU (``host_idle_us``; runs
+before those: behind a busy GPU, ``host_only_us``; ``calibration.fit_host.host_time``). The profile's
 eager host costs (``moesim calibrate --eager-host RUN``: per torch op, from the run's calibration split) predict
 it as the sum of the host costs of the ops the builder issues for that call. Per preset and strategy: the
-measured host-only time (median over the token counts), the predicted sum, and the measured eager layer time
+measured host time (median over the token counts), the predicted sum, and the measured eager layer time
 against ``moesim validate``'s prediction (median |error| over the token counts). Presets held out of the fit
 are marked; their host costs were never fitted.
 
@@ -19,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from calibration.fit_host import layer_program
+from calibration.fit_host import host_time, layer_program
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
 from simulator.validation import load_cases, predict_case
@@ -35,7 +36,7 @@ def host_sum(profile: Profile, case: dict[str, Any]) -> float:
 
 
 def rows(profile: Profile, run: Path) -> list[dict[str, Any]]:
-    """Per (preset, strategy): measured and predicted host-only and eager layer times."""
+    """Per (preset, strategy): measured and predicted host and eager layer times."""
     cases = [c for c in load_cases(run, eager_rerun=False) if c.get("mode") == "eager" and "host_only_us" in c]
     if not cases:
         raise InputError(f"{run}: no eager case with host timings (kernels_real.bench --host-costs)")
@@ -45,20 +46,22 @@ def rows(profile: Profile, run: Path) -> list[dict[str, Any]]:
         groups.setdefault((str(c["preset"]), str(c["strategy"])), []).append(c)
     out = []
     for (preset, strategy), group in sorted(groups.items()):
-        measured = statistics.median(c["host_only_us"] for c in group)
+        measured = statistics.median(host_time(c) for c in group)
         predicted = statistics.median(host_sum(profile, c) for c in group)
         eager = [predict_case(profile, c) / c["median_us"] - 1 for c in group]
         out.append({"preset": preset, "strategy": strategy, "held_out": preset in held,
                     "host_only_us": measured, "host_predicted_us": predicted,
+                    "idle_gpu": all("host_idle_us" in c for c in group),
                     "eager_median_us": statistics.median(c["median_us"] for c in group),
                     "eager_abs_error": statistics.median(abs(e) for e in eager), "tokens": len(group)})
     return out
 
 
 def markdown(profile: Profile, run: Path, found: list[dict[str, Any]]) -> str:
-    lines = [f"Run: `{run}` (host-only time: plain layer calls behind a busy GPU, median over the run's rounds and "
+    how = "launched onto an idle GPU" if all(r["idle_gpu"] for r in found) else "behind a busy GPU"
+    lines = [f"Run: `{run}` (host time: plain layer calls {how}, median over the run's rounds and "
              f"then over its token counts). Profile: {profile.describe()}. Not run on AMD hardware.", "",
-             "| preset | strategy | host-only, measured | host, predicted | off by | eager median (measured) | "
+             "| preset | strategy | host, measured | host, predicted | off by | eager median (measured) | "
              "eager \\|error\\|, median over tokens |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in found:

@@ -1,15 +1,17 @@
 """Eager host costs per torch op of the layer, from profiler-free host timings (``kernels_real.bench
 --host-costs``), in place of per-family microbench figures times one scale fitted to layer times.
 
-A case's record holds the host-only time of its layer call (plain calls behind a busy GPU) and, for one clocked
+A case's record holds the host-only time of its layer call (plain calls launched onto an idle GPU,
+``host_idle_us``, as a host-bound eager layer launches; in runs before those, plain calls behind a busy GPU,
+``host_only_us``: see :func:`host_time`) and, for one clocked
 call, every torch function call with its time and the host time before it (``kernels_real.host_costs``). The
 builder's launches (``simulator.workloads.torch_ops``) are matched to those calls in order, by the torch
 functions that can implement each (:data:`CALLS`); a launch costs its call's time plus all host time since the
 previous matched call returned (views, metadata reads, ``record_function`` ranges, the layer's Python), the
-layer's tail after the last one going to the last, all × host-only / clocked (the clock's own cost taken out
+layer's tail after the last one going to the last, all × host time / clocked (the clock's own cost taken out
 in proportion). Per builder op name the median over the calibration split's sequential and fused_shared cases
 is the figure; per kernel family the median of its ops' figures (for ops the table lacks), over all ops the
-generic launch cost; the stream and event calls cost what multi_stream's host-only time exceeds sequential's,
+generic launch cost; the stream and event calls cost what multi_stream's host time exceeds sequential's,
 shared in proportion to their microbench figures. Nothing here is fitted to a layer's device or eager time.
 """
 
@@ -95,8 +97,14 @@ def launch_costs(case: dict[str, Any], launches: Sequence[str]) -> list[float] |
         return None
     clocked = float(case["host_clocked_us"])
     costs[-1] += max(0.0, clocked - sum(costs))  # the tail after the last matched call
-    scale = float(case["host_only_us"]) / clocked
+    scale = host_time(case) / clocked
     return [c * scale for c in costs]
+
+
+def host_time(case: dict[str, Any]) -> float:
+    """A case's measured host µs per plain layer call: launched onto an idle GPU where the run measured it
+    (``host_idle_us``), else behind a busy GPU (``host_only_us``)."""
+    return float(case.get("host_idle_us", case["host_only_us"]))
 
 
 def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str) -> dict[str, Any]:
@@ -106,11 +114,12 @@ def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str
     per_op: dict[str, list[float]] = {}
     family_of: dict[str, str | None] = {}
     unmatched: list[str] = []
-    host_only: dict[tuple[str, int, str], float] = {}
+    host: dict[tuple[str, int, str], float] = {}
+    idle = all("host_idle_us" in c for c in cases if c.get("mode") == "eager" and "host_only_us" in c)
     for case in cases:
         if case.get("mode") != "eager" or "host_only_us" not in case:
             continue
-        host_only[(str(case["preset"]), int(case["tokens"]), str(case["strategy"]))] = float(case["host_only_us"])
+        host[(str(case["preset"]), int(case["tokens"]), str(case["strategy"]))] = host_time(case)
         if case["strategy"] == "multi_stream":
             continue
         ops = [(n, f) for n, f in builder_ops(case, profile) if f is not None]
@@ -127,10 +136,11 @@ def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str
     families: dict[str, list[float]] = {}
     for name, cost in by_op.items():
         families.setdefault(str(family_of[name]), []).append(cost)
-    extra = [host_only[(p, t, "multi_stream")] - host_only[(p, t, "sequential")]
-             for (p, t, s) in host_only if s == "multi_stream" and (p, t, "sequential") in host_only]
+    extra = [host[(p, t, "multi_stream")] - host[(p, t, "sequential")]
+             for (p, t, s) in host if s == "multi_stream" and (p, t, "sequential") in host]
     stream_us = statistics.median(extra) if extra else None
-    how = (f"measured ({where}): host µs per torch op of kernels_real's eager layer behind a busy GPU, "
+    how = (f"measured ({where}): host µs per torch op of kernels_real's eager layer "
+           f"{'launched onto an idle GPU' if idle else 'behind a busy GPU'}, "
            "profiler-free (kernels_real.bench --host-costs; calibration.fit_host)")
     out: dict[str, Any] = {
         "launch_by_op_us": {name: {"value": cost, "source": f"{how}: median of {len(per_op[name])} calls"}
@@ -149,7 +159,7 @@ def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str
         factor = max(stream_us, 0.0) / per_layer if per_layer > 0 else 0.0
         for key, value in micro.items():
             out[f"{key}_us"] = {"value": value * factor,
-                                "source": f"measured ({where}): multi_stream's host-only layer time minus "
+                                "source": f"measured ({where}): multi_stream's host time per layer call minus "
                                           f"sequential's (median {stream_us:.1f} µs over {len(extra)} calibration "
                                           f"points), shared over the fork/join's two {key} calls and the others "
                                           "in proportion to their microbench figures"}

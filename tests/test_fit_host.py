@@ -25,6 +25,14 @@ def test_each_launch_takes_its_call_and_the_host_time_before_it() -> None:
     assert launch_costs(case, ["shared_gemm_gate_up", "silu", "mul"]) == pytest.approx([7.0, 2.5, 4.5])
 
 
+def test_the_idle_device_host_time_scales_where_measured() -> None:
+    """A run that timed plain calls onto an idle GPU scales by that time, not the busy-GPU one."""
+    ops = [_op("linear", 10.0, 0.0), _op("silu", 10.0, 0.0)]
+    busy = _case(ops, clocked=20.0, host_only=10.0)
+    assert launch_costs(busy, ["shared_gemm_gate_up", "silu"]) == pytest.approx([5.0, 5.0])
+    assert launch_costs({**busy, "host_idle_us": 16.0}, ["shared_gemm_gate_up", "silu"]) == pytest.approx([8.0, 8.0])
+
+
 def test_a_launch_without_its_torch_call_is_unmatched() -> None:
     case = _case([_op("linear", 10.0, 1.0)], clocked=11.0, host_only=11.0)
     assert launch_costs(case, ["shared_gemm_gate_up", "silu"]) is None
