@@ -103,7 +103,9 @@ def launch_costs(case: dict[str, Any], launches: Sequence[str]) -> list[float] |
 
 def host_time(case: dict[str, Any]) -> float:
     """A case's measured host µs per plain layer call: launched onto an idle GPU where the run measured it
-    (``host_idle_us``), else behind a busy GPU (``host_only_us``)."""
+    (``host_idle_us``), else behind a busy GPU (``host_only_us``). Neither is exactly what a host-bound eager
+    burst spends: on an H100 (2026-12-05, 1-4 tokens) the burst's steady call lay 7.6 % above the busy-GPU time
+    and the idle-GPU time 7.3 % above the burst's (``calibration/measurements/h100/2026-12-05/README.md``)."""
     return float(case.get("host_idle_us", case["host_only_us"]))
 
 

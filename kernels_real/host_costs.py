@@ -6,8 +6,8 @@ a ``TorchFunctionMode`` that stamps every torch function call the layer makes (P
 ``Tensor.index_select``, ``torch.sort``, … and the views and metadata reads that launch nothing): per call the
 time inside it and the host time since the previous one returned (the layer's own Python, ``record_function``
 ranges, stream and event calls). The clock adds its own cost per call: the plain calls give the true total.
-Plain calls launched onto an idle device (a synchronize before each) give the host time as a host-bound eager
-layer spends it, where every launch meets an idle GPU.
+Plain calls launched onto an idle device (a synchronize before each) give the host time with every launch
+meeting an idle GPU; a host-bound eager burst's calls measured between the two (H100, 2026-12-05).
 HIP-portable (``torch.cuda`` API only); ROCm was not run.
 """
 
