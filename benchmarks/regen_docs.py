@@ -236,6 +236,19 @@ def _time_spread() -> str:
     return ts.markdown(ts.spread([ts.parse_run(arg) for arg in ts.DEFAULT_RUNS])) + "\n"
 
 
+# the eager cases of the six presets timed with one protocol (all token counts × strategies of a preset interleaved,
+# 40 rounds of short bursts, pinned to one CPU) on different machine starts: the run the profile is validated
+# against and the host-costs runs of session 19
+EAGER_STARTS = ("eager2=calibration/measurements/h200/2026-12-02/kernels_real_eager2",
+                "s19.1=calibration/measurements/h200/2026-12-05/host_costs")
+
+
+def _time_spread_eager() -> str:
+    import time_spread as ts  # benchmarks/time_spread.py
+
+    return ts.markdown(ts.spread([ts.parse_run(arg) for arg in EAGER_STARTS])) + "\n"
+
+
 def _grouped_layouts() -> str:
     import grouped_layouts as gl  # benchmarks/grouped_layouts.py
 
@@ -439,6 +452,8 @@ BLOCKS: dict[str, Block] = {
                                    _heldout_pooled),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
+    "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
+                               _time_spread_eager),
     "grouped-layouts": Block(VALIDATION, "python benchmarks/grouped_layouts.py", _grouped_layouts),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "dispatch-sms": Block(VALIDATION, "python benchmarks/dispatch_table.py", _dispatch_table),
