@@ -249,6 +249,12 @@ def _time_spread_eager() -> str:
     return ts.markdown(ts.spread([ts.parse_run(arg) for arg in EAGER_STARTS])) + "\n"
 
 
+def _eager_host_paths() -> str:
+    import eager_host_paths as ehp  # benchmarks/eager_host_paths.py
+
+    return ehp.markdown(_profile(), ehp.RUN, ehp.OTHER)
+
+
 def _grouped_layouts() -> str:
     import grouped_layouts as gl  # benchmarks/grouped_layouts.py
 
@@ -454,6 +460,7 @@ BLOCKS: dict[str, Block] = {
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
                                _time_spread_eager),
+    "eager-host-paths": Block(VALIDATION, "python benchmarks/eager_host_paths.py", _eager_host_paths),
     "grouped-layouts": Block(VALIDATION, "python benchmarks/grouped_layouts.py", _grouped_layouts),
     "branch-stamps": Block(VALIDATION, "python benchmarks/branch_table.py", _branch_table),
     "dispatch-sms": Block(VALIDATION, "python benchmarks/dispatch_table.py", _dispatch_table),

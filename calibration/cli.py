@@ -126,6 +126,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"  eager host costs: {report['ops']} torch ops measured in {layer['eager_cases']} ({report['cases']} "
               f"calls, {len(report['unmatched'])} cases unmatched; held out: presets {layer['holdout_presets']}, "
               f"tokens {layer['holdout_tokens']})")
+        idle = profile.host.idle_launch_us
+        if idle is not None:
+            print(f"  launch onto an idle stream: +{idle.value:.2f} µs ({idle.source})")
     elif layer:
         print(f"  eager host scale × {layer['host_scale']} ({layer['calibration_cases']} calibration cases; held out: "
               f"presets {layer['holdout_presets']}, tokens {layer['holdout_tokens']})")

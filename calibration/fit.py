@@ -29,7 +29,7 @@ from calibration.fit_graph_corun import (
     load_records,
     pieces_of,
 )
-from calibration.fit_host import fit_host_costs
+from calibration.fit_host import fit_host_costs, fit_idle_launch
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
@@ -378,7 +378,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
                                "source": "NOT fitted (fewer than two co-run pairs): ideal fluid sharing"}
     profile = Profile.model_validate(doc)
     if eager_host is not None:
-        profile = _with_host_costs(profile, resolve(eager_host), holdout_presets, holdout_tokens, files, say)
+        profile = with_host_costs(profile, resolve(eager_host), holdout_presets, holdout_tokens, files, say)
     elif calib:
         say("fitting the eager host-cost scale on the calibration split of cases.json")
         host_scale = fit_host_scale(profile, calib)
@@ -401,7 +401,7 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     return profile
 
 
-def _with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str], holdout_tokens: Sequence[int],
+def with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str], holdout_tokens: Sequence[int],
                      files: list[str], say: Progress) -> Profile:
     """``profile`` with its eager host costs measured in ``run`` (``calibration.fit_host``, calibration split)."""
     path = find_file(run, "cases.json", "kernels_real")
@@ -415,12 +415,17 @@ def _with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str]
     report = fitted.pop("report")
     doc = json.loads(profile.model_dump_json())
     doc["host"].update(fitted)
+    idle = fit_idle_launch(calib, Profile.model_validate(doc), _rel(path))
+    if idle is None:
+        say("no host-bound calibration case with timed steady calls: launches onto an idle stream cost nothing extra")
+    doc["host"]["idle_launch_us"] = idle
     doc["fit"]["layer"] = {
         "eager_cases": _rel(run), "eager_host": report, "holdout_presets": list(holdout_presets),
         "holdout_tokens": list(holdout_tokens),
         "how": "calibration split only (the held-out presets and token counts never enter a fit): per-op families "
                "from its eager traces, the sharing model's layer term from its graph multi_stream gains; eager "
-               f"host costs per torch op measured profiler-free in {_rel(run)}, whose eager cases are validated"}
+               f"host costs per torch op measured profiler-free in {_rel(run)}, and the extra cost of a launch "
+               "onto an idle stream from its host-bound cases' event-timed calls; its eager cases are validated"}
     doc["measurements"] = [*files, _rel(path)]
     return Profile.model_validate(doc)
 

@@ -12,7 +12,11 @@ layer's tail after the last one going to the last, all × host time / clocked (t
 in proportion). Per builder op name the median over the calibration split's sequential and fused_shared cases
 is the figure; per kernel family the median of its ops' figures (for ops the table lacks), over all ops the
 generic launch cost; the stream and event calls cost what multi_stream's host time exceeds sequential's,
-shared in proportion to their microbench figures. Nothing here is fitted to a layer's device or eager time.
+shared in proportion to their microbench figures. Nothing here is fitted to a layer's device time.
+
+Those figures are timed behind a busy device. A host-bound eager call launches onto a drained stream and
+its event-timed call outlasts its host-only time: :func:`fit_idle_launch` reads that excess per launch from the
+host-bound calibration cases (the engine's ``idle_launch_us``, paid by an eager launch onto an idle stream).
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from simulator.ir import Program
-from simulator.profile import Profile
+from simulator.profile import Figure, Profile
+from simulator.validation import predict_case
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
 
@@ -166,3 +173,38 @@ def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str
                                           f"points), shared over the fork/join's two {key} calls and the others "
                                           "in proportion to their microbench figures"}
     return out
+
+
+
+HOST_BOUND = 1.25  # a case is host-bound where its host time is at least this many times its device time
+
+
+def fit_idle_launch(cases: Sequence[dict[str, Any]], profile: Profile, where: str) -> dict[str, Any] | None:
+    """``idle_launch_us``: the extra host µs of an eager launch onto a stream with nothing queued or running.
+    The per-op figures are timed behind a busy device; a host-bound eager call launches onto a drained one, and
+    its event-timed call (``steady_median_us``: the steady calls of its bursts) outlasts its host-only time. Per
+    calibration case that is host-bound (host-only time at least ``HOST_BOUND`` × the device time the profile
+    gives its graph), that excess over its launches; the median over the cases, with its spread and count. None
+    where no case is host-bound with its steady call timed (runs before bursts were recorded)."""
+    per_case: list[float] = []
+    for case in cases:
+        if case.get("mode") != "eager" or "host_only_us" not in case or "steady_median_us" not in case:
+            continue
+        device = predict_case(profile, {**case, "mode": "graph", "layers_per_replay": 1})
+        if host_time(case) < HOST_BOUND * device:
+            continue
+        launches = sum(1 for op in layer_program(case, profile).ops if op.op == "launch")
+        per_case.append((float(case["steady_median_us"]) - host_time(case)) / launches)
+    if not per_case:
+        return None
+    return {"value": max(0.0, statistics.median(per_case)),
+            "source": f"measured ({where}): per host-bound calibration case (host-only time ≥ {HOST_BOUND} × its "
+                      "device time), its event-timed steady call minus its host-only time, per launch; median of "
+                      f"{len(per_case)} cases (p10 {np.percentile(per_case, 10):.2f}, "
+                      f"p90 {np.percentile(per_case, 90):.2f})"}
+
+
+def with_idle_launch(profile: Profile, figure: dict[str, Any]) -> Profile:
+    """``profile`` with ``host.idle_launch_us`` set to ``figure`` (value and source)."""
+    host = profile.host.model_copy(update={"idle_launch_us": Figure(**figure)})
+    return profile.model_copy(update={"host": host})

@@ -181,6 +181,7 @@ class Engine:
         self._paid = False
         self._blocked: str | None = None
         self._depth = program.host.queue_depth
+        self._idle_launch = program.host.idle_launch_us
         self._wake: tuple[float, int] | None = None  # (time, event id) of a host wake-up not yet pushed
         self._due: list[_Kernel] = []  # kernels whose completion is still to be pushed
         self._pairs: dict[tuple[int, int], tuple[float, float]] = {}  # fluid rates per pair of demand ids
@@ -354,6 +355,8 @@ class Engine:
             self._paid = False
             if what == _LAUNCH:
                 stream = item.stream
+                if self._idle_launch and not (stream.busy or stream.queue) and item.kernel.replay is None:
+                    cost = self._idle_launch  # paid before the host's next op: the launch returns later
                 for other in stream.legacy:
                     self._wait(stream, other, other.enqueued, "legacy-default-sync")
                 self.pending_launches += 1

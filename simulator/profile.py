@@ -71,6 +71,9 @@ class HostFigures(_Model):
     graph_join_us: Figure | None = Field(
         None, description="device latency of a cross-stream edge (event wait) inside a replayed graph, before "
                           "the waiting stream's next kernel; absent: not measured, taken as 0")
+    idle_launch_us: Figure | None = Field(
+        None, description="extra eager host time of a launch onto a stream with nothing queued or running, as a "
+                          "host-bound layer launches (the figures above are timed behind a busy device); absent: 0")
     launch_by_family_us: dict[str, Figure] = Field(
         {}, description="eager host cost of one torch op launching a kernel of that family (dispatcher and "
                         "Python included); families not listed cost launch_us")
@@ -95,6 +98,7 @@ class HostFigures(_Model):
             set_stream_us=self.set_stream_us.value, sync_us=self.sync_us.value,
             replay_us=self.replay_us.value, node_gap_us=self.node_gap_us.value,
             kernel_gap_us=self.kernel_gap_us.value, node_join_gap_us=join, queue_depth=self.queue_depth,
+            idle_launch_us=self.idle_launch_us.value if self.idle_launch_us is not None else 0.0,
         )
 
 

@@ -77,6 +77,32 @@ def test_host_bound_eager_launches_leave_gpu_idle():
     assert r.streams["main"] == 3
 
 
+def test_launch_onto_idle_stream_costs_the_idle_surcharge():
+    """launch_us 2, idle_launch_us 3, 1 µs kernels: k0 issued at 2 onto an idle stream (host busy to 5), k1 issued
+    at 5 + 2 = 7 (k0 ended at 3: idle again, host to 10), k2 at 12: kernels 2..3, 7..8, 12..13; host ends at 15."""
+    r = simulate(program([launch(f"k{i}", "main", 1) for i in range(3)], launch_us=2, idle_launch_us=3))
+    assert [times(r)[f"k{i}"] for i in range(3)] == [(2, 3), (7, 8), (12, 13)]
+    assert r.host_end_us == 15
+
+
+def test_launch_behind_queued_work_pays_no_idle_surcharge():
+    """As above with a 10 µs k0: k0 2..12 (surcharge, host to 5); k1 issued at 7 while k0 runs (no surcharge)
+    runs 12..13; k2 issued at 9 behind k1 runs 13..14; host ends at 9."""
+    r = simulate(program([launch("k0", "main", 10), launch("k1", "main", 1), launch("k2", "main", 1)],
+                         launch_us=2, idle_launch_us=3))
+    assert times(r) == {"k0": (2, 12), "k1": (12, 13), "k2": (13, 14)}
+    assert r.host_end_us == 9
+
+
+def test_graph_replays_pay_no_idle_surcharge():
+    """A replay's kernel nodes are not eager launches: a captured 1 µs kernel replayed twice (replay_us 2) runs
+    2..3 and 4..5 whatever idle_launch_us says."""
+    ops = [{"capture_begin": {"graph": "g", "stream": "main"}}, launch("a", "main", 1),
+           {"capture_end": {"graph": "g"}}, {"replay": {"graph": "g"}}, {"replay": {"graph": "g"}}]
+    r = simulate(program(ops, replay_us=2, idle_launch_us=50))
+    assert [(k.start_us, k.end_us) for k in r.kernels] == [(2, 3), (4, 5)]
+
+
 def test_records_and_waits_cost_host_time_before_the_next_launch():
     """a issued at 2; record (1) and wait (1) delay the launch of c (2) on aux to 2+1+1+2 = 6; a ends at 12."""
     r = simulate(program([launch("a", "main", 10), record("e", "main"), wait("aux", "e"), launch("c", "aux", 1)],

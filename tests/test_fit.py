@@ -326,5 +326,6 @@ def test_fit_profile_takes_eager_host_costs_from_a_host_timed_run(measured: Path
     layer = prof.fit["layer"]
     assert "host_scale" not in layer and layer["eager_cases"].endswith("host_costs")
     assert layer["eager_host"]["unmatched"] == [] and layer["eager_host"]["cases"] == 2 * n
+    assert prof.host.idle_launch_us is None  # no steady burst calls in this run: nothing to read it from
     eager = [c for c in load_cases(measured, eager_from=run) if c["mode"] == "eager"]
     assert sorted(c["median_us"] for c in eager) == sorted(c["median_us"] for c in cases)

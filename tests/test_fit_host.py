@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.fit_host import fit_host_costs, launch_costs
+from calibration.fit_host import fit_host_costs, fit_idle_launch, launch_costs, with_idle_launch
 from simulator.profile import load_profile
 
 
@@ -68,6 +68,23 @@ def test_per_op_medians_families_and_the_stream_calls() -> None:
         assert fitted[f"{key}_us"]["value"] == pytest.approx(value * factor)
     # two of each stream call per layer: together they cost the measured difference
     assert 2 * sum(fitted[f"{k}_us"]["value"] for k in micro) == pytest.approx(40.0)
+
+
+def test_idle_launch_is_the_host_bound_calls_excess_per_launch() -> None:
+    """qwen3_30b_a3b's sequential layer launches 23 kernels. Host-bound cases (900 µs of host time against a
+    device time of a few hundred µs) whose steady call is 23 × 2, 23 × 3 and 23 × 10 µs longer: median 3 µs per
+    launch. A device-bound case (10 µs of host time) and one without a steady call are not read."""
+    profile = load_profile("h200")
+    key = {"preset": "qwen3_30b_a3b", "strategy": "sequential", "mode": "eager"}
+    cases = [{**key, "tokens": t, "host_only_us": 900.0, "steady_median_us": 900.0 + 23 * k}
+             for t, k in ((1, 2.0), (2, 3.0), (4, 10.0))]
+    cases += [{**key, "tokens": 1024, "host_only_us": 10.0, "steady_median_us": 5000.0},
+              {**key, "tokens": 8, "host_only_us": 900.0}]
+    figure = fit_idle_launch(cases, profile, "test")
+    assert figure["value"] == pytest.approx(3.0)
+    assert "median of 3 cases" in figure["source"]
+    assert with_idle_launch(profile, figure).host_costs("eager").idle_launch_us == pytest.approx(3.0)
+    assert fit_idle_launch(cases[3:], profile, "test") is None
 
 
 def test_no_matched_case_is_an_error() -> None:

@@ -391,7 +391,8 @@ def compile_program(host: HostTrace, items: list[Item], profile: Profile, launch
     if graph:
         costs = profile.host_costs("graph")
     else:
-        costs = HostCosts(**{**profile.host_costs("eager").model_dump(), "kernel_gap_us": host.gap_us})
+        costs = HostCosts(**{**profile.host_costs("eager").model_dump(), "kernel_gap_us": host.gap_us,
+                             "idle_launch_us": 0.0})  # the traced host time holds what launching cost
     if any(item.transfer_us is not None for item in items):  # collectives: bounded by their peers
         from simulator.kineto.comm import bound_comm, traced_bounds  # (comm imports this module)
 

@@ -1,0 +1,99 @@
+"""Which eager host model predicts held-out eager layers best: the shipped profile's (microbench per-op host
+costs × one scale fitted to the calibration split's eager layer times), the per-op host costs measured
+profiler-free in a host-timed run (``moesim calibrate --eager-host RUN``) without and with the extra cost of a
+launch onto an idle stream (``host.idle_launch_us``, read from the run's host-bound calibration cases:
+``calibration.fit_host.fit_idle_launch``). Each is scored by ``moesim validate``'s eager figures on the held-out
+cases of the host-timed run and of another machine start's eager run of the same protocol.
+
+    PYTHONPATH=. python benchmarks/eager_host_paths.py [--run RUN] [--other RUN] [--profile h200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from typing import Any
+
+from calibration.fit import with_host_costs
+from calibration.fit_host import HOST_BOUND, host_time, layer_program
+from simulator.errors import InputError, print_or_fail
+from simulator.profile import Profile, load_profile
+from simulator.validation import evaluate, load_cases, predict_case, resolve, split_of
+
+RUN = "calibration/measurements/h200/2026-12-05/host_costs"
+OTHER = "calibration/measurements/h200/2026-12-02/kernels_real_eager2"
+
+
+def paths(profile: Profile, run: str) -> dict[str, Profile]:
+    """The three host models, each on ``profile``'s split."""
+    layer = profile.fit.get("layer") or {}
+    presets, tokens = layer.get("holdout_presets", []), layer.get("holdout_tokens", [])
+    measured = with_host_costs(profile, resolve(run), presets, tokens, [], lambda *_: None)
+    no_idle = measured.model_copy(update={"host": measured.host.model_copy(update={"idle_launch_us": None})})
+    return {"microbench × fitted scale (shipped)": profile, "per-op, measured": no_idle,
+            "per-op, measured + idle launches": measured}
+
+
+def eager_cases(run: str) -> list[dict[str, Any]]:
+    return [c for c in load_cases(run, eager_rerun=False) if c.get("mode") == "eager" and c.get("device") != "cpu"]
+
+
+def excess_by_strategy(profile: Profile, run: str) -> dict[str, list[float]]:
+    """Per strategy, the host-bound calibration cases' steady call minus host-only time, per launch (µs)."""
+    layer = profile.fit.get("layer") or {}
+    out: dict[str, list[float]] = {}
+    for case in eager_cases(run):
+        if "steady_median_us" not in case or "host_only_us" not in case or \
+                split_of(case, layer.get("holdout_presets", []), layer.get("holdout_tokens", [])) != "calibration":
+            continue
+        device = predict_case(profile, {**case, "mode": "graph", "layers_per_replay": 1})
+        if host_time(case) >= HOST_BOUND * device:
+            launches = sum(1 for op in layer_program(case, profile).ops if op.op == "launch")
+            out.setdefault(str(case["strategy"]), []).append((case["steady_median_us"] - host_time(case)) / launches)
+    return out
+
+
+def markdown(profile: Profile, run: str, other: str) -> str:
+    models = paths(profile, run)
+    idle = models["per-op, measured + idle launches"].host.idle_launch_us
+    by = excess_by_strategy(profile, run)
+    idle_line = (f"Launch onto an idle stream: +{idle.value:.2f} µs ({idle.source})." if idle else
+                 "Launch onto an idle stream: not measured (no host-bound case).")
+    per_strategy = ", ".join(f"{s} {statistics.median(v):.2f} ({len(v)} cases)" for s, v in sorted(by.items()))
+    lines = [f"Host-timed run: `{run}`; other machine start: `{other}`. Profile: {profile.describe()}; held-out "
+             "split as recorded in it. Not run on AMD hardware.", "",
+             f"{idle_line} Per strategy, median µs per launch: {per_strategy}.", "",
+             "| eager host model | this run: held-out median / p90 | calibration split | "
+             "other start: held-out median / p90 | calibration split |", "| --- | --- | --- | --- | --- |"]
+    runs = (eager_cases(run), eager_cases(other))
+    layer = profile.fit.get("layer") or {}
+    split = (layer.get("holdout_presets", []), layer.get("holdout_tokens", []))
+    for name, model in models.items():
+        cells = []
+        for cases in runs:
+            entry = evaluate(model, cases, *split)["per_mode"]["eager"]
+            cal = entry["calibration_split"]
+            cells += [f"{100 * entry['median_abs_error']:.1f} % / {100 * entry['p90_abs_error']:.1f} %",
+                      f"{100 * cal['median_abs_error']:.1f} % / {100 * cal['p90_abs_error']:.1f} %"]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--run", default=RUN, help=f"host-timed bench run (default {RUN})")
+    ap.add_argument("--other", default=OTHER, help=f"eager run of another machine start (default {OTHER})")
+    ap.add_argument("--profile", default="h200")
+    args = ap.parse_args(argv)
+
+    def report() -> str:
+        for path in (args.run, args.other):
+            if not resolve(path).is_dir():
+                raise InputError(f"{path}: no such folder")
+        return markdown(load_profile(args.profile), args.run, args.other)
+    return print_or_fail(report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
