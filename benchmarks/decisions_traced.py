@@ -54,13 +54,16 @@ def traced_points(runs: list[Path], trace_folders: list[Path], profile: Profile
     return traced, sorted(shape, key=lambda p: (p.preset, p.tokens))
 
 
-def _within(points: list[GainPoint]) -> tuple[int, int]:
-    small = [p for p in points if p.tokens in SMALL_TOKENS]
+def _within(points: list[GainPoint], tokens: tuple[int, ...]) -> tuple[int, int]:
+    small = [p for p in points if p.tokens in tokens]
     return sum(abs(p.predicted_gain - p.measured_gain) <= GAIN_TOLERANCE for p in small), len(small)
 
 
 def markdown(traced: list[GainPoint], shape: list[GainPoint], margin: float, profile: Profile, runs: list[Path],
-             folders: list[Path]) -> str:
+             folders: list[Path], table_tokens: tuple[int, ...] = SMALL_TOKENS,
+             other: tuple[Path, dict[tuple[str, int], float]] | None = None) -> str:
+    """The policies' scores and, at ``table_tokens``, every point's gains; ``other``: another machine start's run
+    and its measured gains, listed beside."""
     tokens = sorted({p.tokens for p in traced})
     traced_scores, shape_scores = score(traced, margin), score(shape, margin)
     lines = [f"Runs: {', '.join(map(str, runs))} (graph mode; a point in several runs: the mean of their medians). "
@@ -73,16 +76,20 @@ def markdown(traced: list[GainPoint], shape: list[GainPoint], margin: float, pro
              "The shape path on the same points:", "",
              *scores_table(shape_scores, "shape path"), "",
              *[f"- {line}" for line in verdict(shape_scores, "the shape path")], ""]
-    (tw, n), (sw, _) = _within(traced), _within(shape)
-    lines += [f"At {', '.join(map(str, SMALL_TOKENS))} tokens: predicted gain within ±{100 * GAIN_TOLERANCE:.1f} "
-              f"points of measured in {tw}/{n} (trace what-if) and {sw}/{n} (shape path).", "",
-              "| preset | tokens | measured gain | trace what-if | off by (points) | shape path | off by (points) |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    (tw, n), (sw, _) = _within(traced, table_tokens), _within(shape, table_tokens)
+    lines += [f"At {', '.join(map(str, table_tokens))} tokens: predicted gain within ±{100 * GAIN_TOLERANCE:.1f} "
+              f"points of measured in {tw}/{n} (trace what-if) and {sw}/{n} (shape path)."
+              + (f" Another machine start: `{other[0]}`." if other else ""), "",
+              "| preset | tokens | measured gain |" + (" another start |" if other else "")
+              + " trace what-if | off by (points) | shape path | off by (points) |",
+              "| --- | ---: | ---: |" + (" ---: |" if other else "") + " ---: | ---: | ---: | ---: |"]
     by_shape = {(p.preset, p.tokens): p.predicted_gain for p in shape}
     for p in traced:
-        if p.tokens in SMALL_TOKENS:
+        if p.tokens in table_tokens:
             s = by_shape[(p.preset, p.tokens)]
-            lines.append(f"| {p.preset} | {p.tokens} | {100 * p.measured_gain:+.1f} % | "
+            elsewhere = other[1].get((p.preset, p.tokens)) if other else None
+            there = "" if other is None else " n/a |" if elsewhere is None else f" {100 * elsewhere:+.1f} % |"
+            lines.append(f"| {p.preset} | {p.tokens} | {100 * p.measured_gain:+.1f} % |{there} "
                          f"{100 * p.predicted_gain:+.1f} % | {100 * (p.predicted_gain - p.measured_gain):+.1f} | "
                          f"{100 * s:+.1f} % | {100 * (s - p.measured_gain):+.1f} |")
     return "\n".join(lines)
@@ -100,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="folder whose traces/ holds sequential eager traces (repeat for several)")
     ap.add_argument("--profile", default="h200")
     ap.add_argument("--margin", type=float, default=0.005, help="gain multi_stream must predict (fraction)")
+    ap.add_argument("--table-tokens", type=int, nargs="+", default=list(SMALL_TOKENS),
+                    help="token counts whose points the table lists (default %(default)s)")
+    ap.add_argument("--other-start", help="bench run of the same matrix on another machine start: its measured "
+                                          "gains listed beside")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
 
@@ -108,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = [_folder(r) for r in args.run]
         traced, shape = traced_points(runs, args.traces, profile)
         if not args.json:
-            return markdown(traced, shape, args.margin, profile, runs, args.traces)
+            other = None
+            if args.other_start:
+                folder = _folder(args.other_start)
+                other = (folder, measured_gains([folder]))
+            return markdown(traced, shape, args.margin, profile, runs, args.traces, tuple(args.table_tokens), other)
         return json.dumps({"profile": args.profile, "margin": args.margin,
                            "trace_whatif": [s.to_json_dict() for s in score(traced, args.margin)],
                            "shape_path": [s.to_json_dict() for s in score(shape, args.margin)],

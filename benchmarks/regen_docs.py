@@ -125,13 +125,26 @@ MATRIX_TRACES = (EAGER_TRACES, *(s.eager for s in hs.HELD_OUT), "calibration/mea
 DISPATCH_CALL50 = "calibration/measurements/h200/2026-12-05/dispatch_probe"
 
 
-def _decisions_traced() -> str:
+@cache
+def _matrix_points() -> tuple:
     import decisions_traced as dt  # benchmarks/decisions_traced.py
 
+    return dt.traced_points([Path(r) for r in DECODE_RUNS], [Path(f) for f in MATRIX_TRACES], _profile())
+
+
+def _decisions_traced(tokens: tuple[int, ...] | None = None) -> str:
+    """The matrix's decisions and its gains at 1/2/4 tokens, or (``tokens``) at those token counts beside the
+    gains another machine start measured."""
+    import decisions_traced as dt
+
+    from simulator.validation import measured_gains
+
     runs, folders = [Path(r) for r in DECODE_RUNS], [Path(f) for f in MATRIX_TRACES]
-    profile = _profile()
-    traced, shape = dt.traced_points(runs, folders, profile)
-    return dt.markdown(traced, shape, 0.005, profile, runs, folders) + "\n"
+    traced, shape = _matrix_points()
+    if tokens is None:
+        return dt.markdown(traced, shape, 0.005, _profile(), runs, folders) + "\n"
+    other = (Path(HELD_OUT_START), measured_gains([HELD_OUT_START]))
+    return dt.markdown(traced, shape, 0.005, _profile(), runs, folders, tokens, other) + "\n"
 
 
 def _reproducibility() -> str:
@@ -410,6 +423,11 @@ BLOCKS: dict[str, Block] = {
     "decode-decisions-traced": Block(VALIDATION, "python benchmarks/decisions_traced.py"
                                      + "".join(f" --run {r}" for r in DECODE_RUNS)
                                      + "".join(f" --traces {t}" for t in MATRIX_TRACES), _decisions_traced),
+    "decode-decisions-traced-large": Block(VALIDATION, "python benchmarks/decisions_traced.py"
+                                           + "".join(f" --run {r}" for r in DECODE_RUNS)
+                                           + "".join(f" --traces {t}" for t in MATRIX_TRACES)
+                                           + f" --table-tokens 64 128 256 --other-start {HELD_OUT_START}",
+                                           partial(_decisions_traced, (64, 128, 256))),
     "decode-reproducibility": Block(VALIDATION, f"python benchmarks/decisions.py --run {HELD_OUT_START}"
                                     + "".join(f" --reference-run {r}" for r in DECODE_RUNS) + " --profile h200",
                                     _reproducibility),
