@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from simulator.ir import Program
-from simulator.profile import Figure, Profile
+from simulator.profile import Profile
 from simulator.validation import predict_case
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
@@ -175,7 +175,6 @@ def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str
     return out
 
 
-
 HOST_BOUND = 1.25  # a case is host-bound where its host time is at least this many times its device time
 
 
@@ -202,9 +201,3 @@ def fit_idle_launch(cases: Sequence[dict[str, Any]], profile: Profile, where: st
                       "device time), its event-timed steady call minus its host-only time, per launch; median of "
                       f"{len(per_case)} cases (p10 {np.percentile(per_case, 10):.2f}, "
                       f"p90 {np.percentile(per_case, 90):.2f})"}
-
-
-def with_idle_launch(profile: Profile, figure: dict[str, Any]) -> Profile:
-    """``profile`` with ``host.idle_launch_us`` set to ``figure`` (value and source)."""
-    host = profile.host.model_copy(update={"idle_launch_us": Figure(**figure)})
-    return profile.model_copy(update={"host": host})

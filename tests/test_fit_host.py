@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from calibration.fit_host import fit_host_costs, fit_idle_launch, launch_costs, with_idle_launch
-from simulator.profile import load_profile
+from calibration.fit_host import fit_host_costs, fit_idle_launch, launch_costs
+from simulator.profile import Figure, load_profile
 
 
 def _op(name: str, us: float, before: float) -> dict:
@@ -83,7 +83,9 @@ def test_idle_launch_is_the_host_bound_calls_excess_per_launch() -> None:
     figure = fit_idle_launch(cases, profile, "test")
     assert figure["value"] == pytest.approx(3.0)
     assert "median of 3 cases" in figure["source"]
-    assert with_idle_launch(profile, figure).host_costs("eager").idle_launch_us == pytest.approx(3.0)
+    host = profile.host.model_copy(update={"idle_launch_us": Figure(**figure)})
+    assert host.costs("eager").idle_launch_us == pytest.approx(3.0)  # the engine's cost
+    assert host.costs("graph").idle_launch_us == 0.0  # replays launch no kernel from the host
     assert fit_idle_launch(cases[3:], profile, "test") is None
 
 
