@@ -10,7 +10,7 @@ signs, only where another machine start measured the same sign beyond that thres
 rank-variant matrix at 1-256 tokens timed on another start): a measured sign that flips between machine starts
 cannot be predicted from shapes.
 
-    PYTHONPATH=. python benchmarks/leave_one_preset_out.py [--markdown]
+    PYTHONPATH=. python benchmarks/leave_one_preset_out.py [--json] [--no-decode]
 """
 
 from __future__ import annotations
