@@ -178,22 +178,29 @@ def fit_host_costs(cases: Sequence[dict[str, Any]], profile: Profile, where: str
 HOST_BOUND = 1.25  # a case is host-bound where its host time is at least this many times its device time
 
 
-def fit_idle_launch(cases: Sequence[dict[str, Any]], profile: Profile, where: str) -> dict[str, Any] | None:
-    """``idle_launch_us``: the extra host µs of an eager launch onto a stream with nothing queued or running.
-    The per-op figures are timed behind a busy device; a host-bound eager call launches onto a drained one, and
-    its event-timed call (``steady_median_us``: the steady calls of its bursts) outlasts its host-only time. Per
-    calibration case that is host-bound (host-only time at least ``HOST_BOUND`` × the device time the profile
-    gives its graph), that excess over its launches; the median over the cases, with its spread and count. None
-    where no case is host-bound with its steady call timed (runs before bursts were recorded)."""
-    per_case: list[float] = []
+def idle_launch_excess(cases: Sequence[dict[str, Any]], profile: Profile) -> list[tuple[dict[str, Any], float]]:
+    """Per eager case with host timings and a timed steady call that is host-bound (host-only time at least
+    ``HOST_BOUND`` × the device time the profile gives its graph): the case and its steady event-timed call minus
+    its host-only time, per launch (µs)."""
+    out = []
     for case in cases:
         if case.get("mode") != "eager" or "host_only_us" not in case or "steady_median_us" not in case:
             continue
-        device = predict_case(profile, {**case, "mode": "graph", "layers_per_replay": 1})
-        if host_time(case) < HOST_BOUND * device:
+        host = host_time(case)
+        if host < HOST_BOUND * predict_case(profile, {**case, "mode": "graph", "layers_per_replay": 1}):
             continue
         launches = sum(1 for op in layer_program(case, profile).ops if op.op == "launch")
-        per_case.append((float(case["steady_median_us"]) - host_time(case)) / launches)
+        out.append((case, (float(case["steady_median_us"]) - host) / launches))
+    return out
+
+
+def fit_idle_launch(cases: Sequence[dict[str, Any]], profile: Profile, where: str) -> dict[str, Any] | None:
+    """``idle_launch_us``: the extra host µs of an eager launch onto a stream with nothing queued or running.
+    The per-op figures are timed behind a busy device; a host-bound eager call launches onto a drained one, and
+    its event-timed call (``steady_median_us``: the steady calls of its bursts) outlasts its host-only time: the
+    median of :func:`idle_launch_excess` over the calibration cases given, with its spread and count. None where
+    no case is host-bound with its steady call timed (runs before bursts were recorded)."""
+    per_case = [excess for _, excess in idle_launch_excess(cases, profile)]
     if not per_case:
         return None
     return {"value": max(0.0, statistics.median(per_case)),
