@@ -101,12 +101,14 @@ if has layertraces; then
   # the layer at the small-token regime where the model misses (llama4_scout and its TP ranks; deepseek_v3 and
   # its TP2 rank; qwen2), timed interleaved, each graph traced after its preset's timing on the instance that was
   # timed (3 back-to-back replays), one preset per process; kernels.json keeps start times and occupancy
-  # (LAYER_PRESETS: another preset list, e.g. a held-out set; LAYER_DIR: its folder name)
+  # (LAYER_PRESETS: another preset list, e.g. a held-out set; LAYER_DIR: its folder name; LAYER_TOKENS: other token
+  # counts, e.g. "64 128 256")
   ldir=${LAYER_DIR:-layer_traces}
+  ltokens=${LAYER_TOKENS:-1 2 4 16}
   for preset in ${LAYER_PRESETS:-llama4_scout llama4_scout@tp2 llama4_scout@tp4 deepseek_v3 deepseek_v3@tp2 qwen2_57b_a14b}; do
     python3 -m kernels_real.bench --out "$out/$ldir/$preset" --modes graph \
-      --strategies sequential multi_stream --interleave-graph --presets "$preset" --tokens 1 2 4 16 \
-      --trace-presets "$preset" --trace-tokens 1 2 4 16 --graph-trace-replays 3 --trace-timed-graphs \
+      --strategies sequential multi_stream --interleave-graph --presets "$preset" --tokens $ltokens \
+      --trace-presets "$preset" --trace-tokens $ltokens --graph-trace-replays 3 --trace-timed-graphs \
       --budget-s "${LAYER_BUDGET_S:-40}" 2>&1 | tee -a "$out/layertraces.log" | tail -10
   done
   python3 -m calibration.merge_bench_runs "$out/$ldir"
