@@ -64,10 +64,12 @@ def aux_positions(sequential: list[lo.Kernel], multi_stream: list[lo.Kernel]) ->
     return [i for i, key in enumerate(keys[:-1]) if key in on_aux]
 
 
-def points(run: Path, sharing: str = "placement", reference: Path | None = None) -> list[Point]:
+def points(run: Path, sharing: str = "placement", reference: Path | None = None,
+           profile: str | None = None) -> list[Point]:
     """The what-if on each sequential graph trace of ``run``; measured gains from ``run``'s timings, or from
     ``reference`` (a run of the same points, e.g. the layout means of ``kernels_real.layout_probe``: the mean of
-    its records' medians per strategy), only the points it measured."""
+    its records' medians per strategy), only the points it measured; ``profile``: a profile name (default: the
+    shipped one matching the traced GPU)."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
     if not (run / "cases.json").is_file():
@@ -84,7 +86,8 @@ def points(run: Path, sharing: str = "placement", reference: Path | None = None)
             continue
         spec = ranges(positions)
         result = run_whatif(run / seq_record["trace"], None, launch="graph", progress=False, aux_kernels=spec,
-                            join_after_kernel=str(len(seq_layer) - 2), sharing=sharing)
+                            join_after_kernel=str(len(seq_layer) - 2), sharing=sharing,
+                            profile=profile)
         out.append(Point(preset, tokens, spec, measured[(preset, tokens)],
                          1 - (result.whatif_layer_us or 0.0) / result.baseline_layer_us,
                          result.profile.describe() + sharing_label(sharing)))
@@ -132,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--decisions", action="store_true",
                     help="print the what-if's decisions scored as a policy (regret) instead of the points")
     ap.add_argument("--margin", type=float, default=0.005, help="--decisions: the policy's margin (default 0.005)")
+    ap.add_argument("--profile", help="the what-if's profile (default: the shipped one matching the traced GPU)")
     args = ap.parse_args(argv)
     label = "measured gain" if args.reference is None else "measured gain (reference run)"
 
     def report() -> str:
-        found = [p for run in args.run for p in points(run, args.sharing, args.reference)]
+        found = [p for run in args.run for p in points(run, args.sharing, args.reference, args.profile)]
         return decisions_markdown(found, args.margin) if args.decisions else markdown(found, label)
     return print_or_fail(report)
 

@@ -5,6 +5,9 @@ how kernels share the device or on a graph's cross-stream edge. Rather than assu
 copies from the calibrated profile, each with a source that says it was carried and not measured on that GPU:
 
 - ``host.graph_join_us``: the cost of a fork/join edge inside a replayed graph;
+- ``host.node_gap_us`` and ``host.kernel_gap_us``: the device's gap between dependent kernels inside a replayed
+  graph and between eagerly launched ones with the host ahead (the command front-end's, not the host CPU's: the
+  host API costs stay the datasheet profile's typical figures);
 - ``memory_latency``: the latency-bound kernels' slowdown against the share of the HBM ceiling the others draw
   (per kernel class; block placement reads it);
 - ``issue_warps``: the resident warps per SM (wavefronts per CU) at which a light-block GEMM's blocks saturate it
@@ -32,11 +35,13 @@ from simulator.outputs import write_text_atomic
 from simulator.profile import Profile, load_profile, parse_profile
 
 CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
+DEVICE_GAPS = ("node_gap_us", "kernel_gap_us")
 
 
 def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
-    """The profile document ``target`` with ``source``'s graph fork/join cost, memory-latency curves, issue warps,
-    sharing model and GEMM residency, each labelled (the rest of the document as it was)."""
+    """The profile document ``target`` with ``source``'s graph fork/join cost, device-side kernel gaps,
+    memory-latency curves, issue warps, sharing model and GEMM residency, each labelled (the rest of the document
+    as it was)."""
     if source.provenance != "calibrated":
         raise InputError(f"{source.name}: not a calibrated profile (provenance {source.provenance!r}); "
                          "only measured quantities are carried")
@@ -48,6 +53,12 @@ def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
         doc["host"]["graph_join_us"] = {
             "value": join.value,
             "source": f"NOT measured on {gpu} and no public figure: carried from {where}: {join.source}"}
+    for gap in DEVICE_GAPS:
+        figure = getattr(source.host, gap)
+        doc["host"][gap] = {
+            "value": figure.value,
+            "source": f"NOT measured on {gpu} and no public figure: carried from {where} (a device-side gap, "
+                      f"not a host API cost): {figure.source}"}
     latency = source.memory_latency
     if latency is not None:
         doc["memory_latency"] = {

@@ -28,6 +28,10 @@ def test_carried_takes_the_sharing_model_join_cost_and_gemm_residency_and_says_s
     assert profile.interference.source.startswith(f"NOT measured on {profile.hardware.gpu}")
     assert profile.host.graph_join_us.value == source.host.graph_join_us.value
     assert "carried from h200" in profile.host.graph_join_us.source
+    for gap in ("node_gap_us", "kernel_gap_us"):  # device-side gaps; the host API costs stay the datasheet's
+        assert getattr(profile.host, gap).value == getattr(source.host, gap).value
+        assert getattr(profile.host, gap).source.startswith(f"NOT measured on {profile.hardware.gpu}")
+    assert doc["host"]["launch_us"] == target["host"]["launch_us"]
     for fam in ("gemm", "grouped_gemm"):
         assert profile.kernel_families[fam].resident == source.kernel_families[fam].resident
         assert "carried from h200" in profile.kernel_families[fam].source

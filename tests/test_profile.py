@@ -11,7 +11,7 @@ from simulator.errors import InputError
 from simulator.profile import available_profiles, load_profile, parse_profile
 from simulator.sharing import FluidSharing
 
-DATASHEETS = ("h200-datasheet", "mi300x", "b200")
+DATASHEETS = ("h200-datasheet", "h100", "mi300x", "b200")
 
 
 def test_datasheet_profiles_ship_and_say_so() -> None:
@@ -27,6 +27,7 @@ def test_datasheet_profiles_ship_and_say_so() -> None:
 
 @pytest.mark.parametrize(("name", "sms", "hbm_GBps", "tflops"), [
     ("h200-datasheet", 132, 4800, 989),     # NVIDIA H200 datasheet / Hopper whitepaper
+    ("h100", 132, 3350, 989),               # NVIDIA H100 datasheet (H100 SXM) / Hopper whitepaper
     ("mi300x", 304, 5300, 1307.4),          # AMD MI300X datasheet
     ("b200", 148, 8000, 2250),              # NVIDIA HGX B200 datasheet (4.5 PF sparse BF16 / 2)
 ])
