@@ -229,12 +229,30 @@ def _eager_cmd(decisions: bool, run: str | None = None, reference: str | None = 
             + (" --decisions" if decisions else ""))
 
 
-def _graph_decisions(runs: tuple[str, ...], reference: str) -> str:
-    """The graph-trace what-if over ``runs`` as a multi_stream policy, scored on ``reference``'s gains."""
+def _graph_decisions(runs: tuple[str, ...], reference: str | None) -> str:
+    """The graph-trace what-if over ``runs`` as a multi_stream policy, scored on ``reference``'s gains (None: each
+    run's own)."""
     import whatif_graph_traces as wg
 
     found = [p for run in runs for p in _graph_points(run, "placement", reference)]
     return wg.decisions_markdown(found, 0.005) + "\n"
+
+
+# the H100 layer traces of session 21: a GPU no profile was calibrated on (its profile: datasheet figures and the
+# H200's measured quantities carried)
+H100 = "calibration/measurements/h100/2026-12-05"
+H100_SMALL, H100_LARGE = f"{H100}/layer_traces_small", f"{H100}/layer_traces_large"
+H100_RUNS = (H100_SMALL, H100_LARGE, f"{H100}/layer_traces_large_repeat")
+
+
+def _h100_shape_path(profile: str) -> str:
+    """The shape path's choices and 1/2/4-token gains on the H100's measured matrix, with ``profile``."""
+    import decisions as dec
+
+    from simulator.profile import load_profile
+
+    runs = list(H100_RUNS)
+    return dec.markdown(dec.points_of(runs, profile), 0.005, load_profile(profile).describe(), runs) + "\n"
 
 
 def _graph_node_gaps() -> str:
@@ -474,6 +492,15 @@ BLOCKS: dict[str, Block] = {
        for prefix, _, means, graph in HELD_OUT_SETS if graph},
     "decode-heldout-pooled": Block(VALIDATION, f"python benchmarks/heldout_sets.py --recorded {HELDOUT_RUNS}",
                                    _heldout_pooled),
+    **{f"transfer-h100-whatif-{size}": Block(VALIDATION, _graph_traces_cmd(run, "placement"),
+                                             partial(_whatif_graph_traces, run, "placement"))
+       for size, run in (("small", H100_SMALL), ("large", H100_LARGE))},
+    "transfer-h100-whatif-decisions": Block(
+        VALIDATION, f"python benchmarks/whatif_graph_traces.py {H100_SMALL} {H100_LARGE} --decisions",
+        partial(_graph_decisions, (H100_SMALL, H100_LARGE), None)),
+    **{f"transfer-h100-shape-{profile}": Block(
+        VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in H100_RUNS)
+        + f" --profile {profile}", partial(_h100_shape_path, profile)) for profile in ("h100", "h200")},
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
