@@ -15,7 +15,6 @@ that decide whether another kernel's blocks fit beside theirs). The first replay
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 import statistics
@@ -24,11 +23,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from calibration.layer_traces import Kernel, aux_stream, keyed, layers_of, load_kernel_records, replays_per_trace
 from simulator.errors import InputError, print_or_fail
-from simulator.kineto.overlay import occurrence_keys
 
 DEFAULT_RUN = Path("calibration/measurements/h200/2026-12-03/layer_traces")
-Kernel = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -56,30 +54,7 @@ class LayerOverlap:
     slowed: list[Slowed]
 
 
-def load_kernel_records(run: Path) -> list[dict[str, Any]]:
-    for name, read in (("kernels.json.gz", lambda p: gzip.decompress(p.read_bytes())),
-                       ("kernels.json", lambda p: p.read_bytes())):
-        path = run / name
-        if path.is_file():
-            return json.loads(read(path))
-    raise InputError(f"{run}: no kernels.json(.gz) (a bench run with graph traces)")
 
-
-def layers_of(record: dict[str, Any], replays: int) -> list[list[Kernel]]:
-    """The record's kernels split into its layers, the first replay's layers dropped."""
-    kernels, count = record["kernels"], int(record["layers"])
-    if count < 1 or len(kernels) % count:
-        raise InputError(f"{record['trace']}: {len(kernels)} kernels do not split into {count} layers")
-    size = len(kernels) // count
-    layers = [kernels[i * size:(i + 1) * size] for i in range(count)]
-    first_replay = count // replays
-    return layers[first_replay:] if replays > 1 and 0 < first_replay < count else layers
-
-
-def keyed(layer: list[Kernel]) -> dict[tuple[str, int], Kernel]:
-    """Each kernel under (name, occurrence in the layer), the overlay's matching key."""
-    names = [k["name"] for k in layer]
-    return dict(zip(occurrence_keys(names, max(len(names), 1)), layer, strict=True))
 
 
 def span(layer: list[Kernel]) -> float:
@@ -107,19 +82,6 @@ def compare(preset: str, tokens: int, sequential: list[list[Kernel]], multi_stre
                         statistics.median(map(span, multi_stream)), sum(aux_work), big, slowed[:top])
 
 
-def aux_stream(layer: list[Kernel]) -> object:
-    """The stream with fewer of the layer's kernels (the shared experts'); the main stream runs the routing."""
-    counts: dict[object, int] = {}
-    for k in layer:
-        counts[k["stream"]] = counts.get(k["stream"], 0) + 1
-    return min(counts, key=lambda s: counts[s])
-
-
-def replays_per_trace(trace: Path) -> int:
-    """Back-to-back graph replays a bench trace holds (its ``moesim_graph_replays_per_trace``; 1 without it)."""
-    if not trace.is_file():
-        return 1
-    return int(json.loads(gzip.decompress(trace.read_bytes())).get("moesim_graph_replays_per_trace", 1))
 
 
 def overlaps(run: Path, top: int) -> list[LayerOverlap]:

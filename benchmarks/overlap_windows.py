@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import layer_overlap as lo
 import whatif_graph_traces as wg
 
+from calibration.layer_traces import is_grouped_gemm
 from simulator.errors import InputError, print_or_fail
 from simulator.kineto.replay import run_whatif, sharing_label
 from simulator.result import SimResult
@@ -72,9 +73,6 @@ class PhasePoint:
         solo = alone.routing_us - alone.shared_us if part == "routing_us" else alone.shared_us
         return (getattr(beside, part) - solo) / self.sequential_span_us
 
-
-def is_grouped_gemm(name: str) -> bool:
-    return "GroupProblemShape" in name or ("grouped_gemm" in name.lower() and "prepare" not in name)
 
 
 def window(starts: Sequence[float], ends: Sequence[float], names: Sequence[str], shared: Sequence[int]) -> Window:

@@ -32,6 +32,7 @@ from calibration.fit_graph_corun import (
 from calibration.fit_host import fit_host_costs, fit_idle_launch
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
+from calibration.fit_latency_in_situ import memory_latency as memory_latency_in_situ
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from calibration.fit_whatif import decode_sets, whatif_decisions_report
@@ -433,8 +434,10 @@ def with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str],
 def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: Sequence[str] = ()) -> Profile:
     """The graph fork/join cost (``host.graph_join_us``) and the sharing form fitted on the decode-regime
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
-    S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load where the
-    folder has the placement probe's runs, and from its router runs the warps an SM runs at full speed
+    S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load, measured in
+    situ where the folder has layer traces and the eager traces of their points
+    (``calibration.fit_latency_in_situ``), else from the placement probe's runs, and from its router runs the
+    warps an SM runs at full speed
     (``calibration.fit_latency``); then the decisions it makes on the folder's bench runs, and those of the trace
     what-if on its decode sets (``calibration.fit_whatif``)."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
@@ -473,7 +476,14 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     doc["fit"]["interference_graph"] = forms["comparison"]
     doc["measurements"] = [*doc["measurements"], _rel(path)]
     probe = folder / "placement_probe"
-    if all((probe / f"placement_probe_{op}.json.gz").is_file() for op in LATENCY_OPS):
+    layer_traces, eager_traces = folder / "layer_traces", folder / "eager_traces"
+    if (layer_traces / "kernels.json.gz").is_file() and (eager_traces / "traces").is_dir():
+        say("reading the routing chain's slowdown under HBM load from the layer traces (in situ)")
+        doc["memory_latency"] = memory_latency_in_situ(layer_traces, eager_traces,
+                                                       f"{_rel(layer_traces)}, {_rel(eager_traces)}",
+                                                       holdout_presets)
+        doc["measurements"] += [_rel(layer_traces / "kernels.json.gz"), _rel(eager_traces / "traces")]
+    elif all((probe / f"placement_probe_{op}.json.gz").is_file() for op in LATENCY_OPS):
         say("reading the latency-bound kernels' slowdown under HBM load from the placement probe")
         doc["memory_latency"] = memory_latency(probe, profile.hbm_bytes_per_us, _rel(probe))
         doc["measurements"] += [_rel(probe / f"placement_probe_{op}.json.gz") for op in LATENCY_OPS]

@@ -62,8 +62,8 @@ ISSUE_CLASSES = ("xmma",)
 def latency_class(kernel: str) -> str:
     """The memory-latency class of a latency-bound kernel, by its name: ``sort`` (sorting networks and scans,
     worked in shared memory), ``topk`` (selection), ``softmax`` (a row reduction), or ``gather``: the rest, whose
-    time is mostly round trips to memory (gathers and scatters, copies, fills, elementwise kernels, GEMVs). These
-    are the four kernels of the placement probe, whose curves the profile keeps."""
+    time is mostly round trips to memory (gathers and scatters, copies, fills, elementwise kernels, GEMVs). The
+    profile keeps a curve per class (measured in the layer traces: ``calibration.fit_latency_in_situ``)."""
     name = kernel.lower()
     return next((cls for tag, cls in _ON_CHIP_CLASSES if tag in name), "gather")
 

@@ -1,0 +1,65 @@
+"""Reading the layer-trace runs of ``kernels_real.bench`` (``--trace-timed-graphs``): every traced kernel of a
+point's sequential and multi_stream CUDA-graph replays (``kernels.json[.gz]``: name, start, duration, stream,
+grid, block, registers, shared memory), split into layers and matched between strategies by (name, occurrence).
+
+The benchmarks that compare a multi_stream layer with its sequential self read runs through these, and so does
+the in-situ memory-latency fit (``calibration.fit_latency``)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError
+from simulator.kineto.overlay import occurrence_keys
+
+Kernel = dict[str, Any]
+
+
+def load_kernel_records(run: Path) -> list[dict[str, Any]]:
+    """The run's records: one per (preset, tokens, strategy, mode) traced, with its ``kernels`` and ``layers``."""
+    for name, read in (("kernels.json.gz", lambda p: gzip.decompress(p.read_bytes())),
+                       ("kernels.json", lambda p: p.read_bytes())):
+        path = run / name
+        if path.is_file():
+            return json.loads(read(path))
+    raise InputError(f"{run}: no kernels.json(.gz) (a bench run with graph traces)")
+
+
+def layers_of(record: dict[str, Any], replays: int) -> list[list[Kernel]]:
+    """The record's kernels split into its layers, the first replay's layers dropped."""
+    kernels, count = record["kernels"], int(record["layers"])
+    if count < 1 or len(kernels) % count:
+        raise InputError(f"{record['trace']}: {len(kernels)} kernels do not split into {count} layers")
+    size = len(kernels) // count
+    layers = [kernels[i * size:(i + 1) * size] for i in range(count)]
+    first_replay = count // replays
+    return layers[first_replay:] if replays > 1 and 0 < first_replay < count else layers
+
+
+def keyed(layer: list[Kernel]) -> dict[tuple[str, int], Kernel]:
+    """Each kernel under (name, occurrence in the layer), the overlay's matching key."""
+    names = [k["name"] for k in layer]
+    return dict(zip(occurrence_keys(names, max(len(names), 1)), layer, strict=True))
+
+
+def aux_stream(layer: list[Kernel]) -> object:
+    """The stream with fewer of the layer's kernels (the shared experts'); the main stream runs the routing."""
+    counts: dict[object, int] = {}
+    for k in layer:
+        counts[k["stream"]] = counts.get(k["stream"], 0) + 1
+    return min(counts, key=lambda s: counts[s])
+
+
+def replays_per_trace(trace: Path) -> int:
+    """Back-to-back graph replays a bench trace holds (its ``moesim_graph_replays_per_trace``; 1 without it)."""
+    if not trace.is_file():
+        return 1
+    return int(json.loads(gzip.decompress(trace.read_bytes())).get("moesim_graph_replays_per_trace", 1))
+
+
+def is_grouped_gemm(name: str) -> bool:
+    """Whether a kernel is the routed experts' grouped GEMM (CUTLASS's grouped kernel), not its data preparation."""
+    return "GroupProblemShape" in name or ("grouped_gemm" in name.lower() and "prepare" not in name)
