@@ -69,15 +69,13 @@ class _Kernel:
     rate alone under the default fluid model (0 under another model: not read); ``geometry``: (blocks, blocks
     per SM, warps per block or None) where the launch says, read by a placing model, which sets ``placed`` when
     the kernel starts (and ``floor``, the time it ends no sooner than, where the placement has a ``tail``);
-    ``last_round``: a persistent kernel's last round, (its geometry then, its solo µs of work then) or None, run
-    when the rest of its work is done; ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
+    ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
     ``updated`` (when ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and
     ``eid`` (its completion's time and event id), then ``event`` (the completion pushed; an earlier one is
     superseded)."""
 
-    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "index", "last_round",
-                 "name", "placed", "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream",
-                 "updated")
+    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "index", "name", "placed",
+                 "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
 
 
 def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: str, region: str | None,
@@ -94,7 +92,6 @@ def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: s
     kernel.demand_id = demand_id
     kernel.solo = solo
     kernel.geometry = None
-    kernel.last_round = None
     kernel.placed = None
     kernel.floor = 0.0
     kernel.queued = False
@@ -274,11 +271,7 @@ class Engine:
                 kernel = _kernel(index, stream, gap, replay, fields["kernel"], fields["region"], fields["dur_us"],
                                  demand, known[0], known[1])
                 if placing and fields["blocks"] is not None and fields["blocks_per_sm"] is not None:
-                    kernel.geometry = geometry = (fields["blocks"], fields["blocks_per_sm"], fields["warps_per_block"])
-                    if fields["tail_blocks"] is not None:  # its CTAs with a work unit fewer retire first
-                        last = fields["dur_us"] * fields["tail_share"]
-                        kernel.remaining -= last
-                        kernel.last_round = ((fields["tail_blocks"], *geometry[1:]), last)
+                    kernel.geometry = (fields["blocks"], fields["blocks_per_sm"], fields["warps_per_block"])
                 append(_plan_entry(_LAUNCH, cost, index, stream, "", None, kernel))
             elif kind == "record":
                 event = fields["event"]
@@ -584,29 +577,12 @@ class Engine:
             return  # superseded: the kernel's rate changed after this completion was pushed
         self.now = event.at
         kernel.event = None  # the event holds the kernel: no cycle left behind
-        if kernel.last_round is not None:
-            self._start_last_round(kernel)
-            self._callback_done()
-            return
         running = self.running
         running.remove(kernel)
         if running:
             self._resolve_rates()
         self._finish(kernel)
         self._callback_done()
-
-    def _start_last_round(self, kernel: _Kernel) -> None:
-        """A persistent kernel's CTAs with one work unit fewer have retired: its last round holds only its
-        remaining CTAs' SMs (placed as if alone: they are already resident), for its last round's work; it keeps
-        its place in start order and its HBM and tensor draw (:mod:`simulator.kineto.tiles` says why)."""
-        geometry, work = kernel.last_round
-        kernel.last_round = None
-        kernel.geometry = geometry
-        kernel.placed = self._placing.place((), kernel.demand, geometry, kernel.name)
-        kernel.remaining = work
-        kernel.updated = self.now
-        kernel.rate = 0.0
-        self._resolve_rates()
 
     def _finish(self, kernel: _Kernel) -> None:
         # _record_run's lines inline: calling it costs ~2 % of the engine's bytecodes per kernel

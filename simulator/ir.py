@@ -82,17 +82,6 @@ class Launch(_Op):
     warps_per_block: int | None = Field(None, ge=1, description="warps in one of its thread blocks (where known)")
     kernels: int = Field(1, ge=1, description="device kernels the op runs one after another (its duration is their "
                                               "sum); each starts after the device gap")
-    tail_blocks: int | None = Field(None, ge=1, description="a persistent kernel's blocks still running in its last "
-                                                            "round, the others retired (where known; with tail_share)")
-    tail_share: float | None = Field(None, gt=0, lt=1, description="the share of its solo time that last round takes")
-
-    @model_validator(mode="after")
-    def _check_tail(self) -> Launch:
-        if (self.tail_blocks is None) != (self.tail_share is None):
-            raise ValueError("tail_blocks and tail_share go together")
-        if self.tail_blocks is not None and (self.blocks is None or self.tail_blocks >= self.blocks):
-            raise ValueError("tail_blocks needs blocks, and fewer of them")
-        return self
 
 
 class Record(_Op):
@@ -284,7 +273,7 @@ _KERNEL_MIN = _min_length(_LAUNCH["kernel"])
 _HOST_FAST = _HOST.annotation == float | None and _HOST.default is None and _HOST_US is not None
 _LAUNCH_FAST = _HOST_FAST and tuple(_LAUNCH) == (
     "host_us", "op", "kernel", "stream", "dur_us", "sm", "bw", "tc", "reads", "writes", "family", "region", "blocks",
-    "blocks_per_sm", "warps_per_block", "kernels", "tail_blocks", "tail_share",
+    "blocks_per_sm", "warps_per_block", "kernels",
 ) and None not in (_DUR, _SM, _BW, _TC, _KERNEL_MIN) and _min_length(_LAUNCH["stream"]) == 0 and all(
     _LAUNCH[key].annotation == ann and not _LAUNCH[key].metadata and _LAUNCH[key].default == default
     for key, ann, default in (("reads", tuple[str, ...], ()), ("writes", tuple[str, ...], ()),
@@ -323,12 +312,11 @@ def _launch(body: dict[str, Any], streams: dict[str, StreamSpec]) -> dict[str, A
     blocks, per_sm, warps = get("blocks"), get("blocks_per_sm"), get("warps_per_block")
     kernels = get("kernels", 1)
     if any(count is not None and (type(count) is not int or count < 1) for count in (blocks, per_sm, warps)) or \
-            type(kernels) is not int or kernels < 1 or get("tail_blocks") is not None or get("tail_share") is not None:
-        raise _Slow  # (a persistent kernel's last round: rare, and checked against its blocks by pydantic)
+            type(kernels) is not int or kernels < 1:
+        raise _Slow
     return {"host_us": host_us, "op": "launch", "kernel": kernel, "stream": stream, "dur_us": dur_us, "sm": sm,
             "bw": bw, "tc": tc, "reads": reads, "writes": writes, "family": family, "region": region,
-            "blocks": blocks, "blocks_per_sm": per_sm, "warps_per_block": warps, "kernels": kernels,
-            "tail_blocks": None, "tail_share": None}
+            "blocks": blocks, "blocks_per_sm": per_sm, "warps_per_block": warps, "kernels": kernels}
 
 
 def _plain_table() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple[str, int, bool], ...]]]:

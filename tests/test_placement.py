@@ -278,32 +278,3 @@ def test_placement_invariants(spec):
             assert k.end_us - k.start_us >= dur - 1e-6
     longest = max(sum(d for s, d, _, _ in spec if s == stream) for stream in ("main", "aux"))
     assert first.makespan_us >= longest - 1e-6
-
-
-
-def _persistent(name: str, stream: str, dur: float, tail_blocks: int, tail_share: float) -> dict:
-    """A persistent GEMM: 132 full-SM CTAs, one per SM, whose last ``tail_share`` of its time is a last round of
-    ``tail_blocks`` CTAs (the others retired after their last tile)."""
-    op = _gemm(name, stream, dur, 132, 1)
-    op["launch"] |= {"tail_blocks": tail_blocks, "tail_share": tail_share}
-    return op
-
-
-def test_a_persistent_gemms_last_round_frees_the_sms_of_its_retired_ctas():
-    """P: 100 µs, its last quarter a last round of 32 CTAs; B: 20 full-SM blocks, 10 µs, on another stream. B finds
-    no SM until P's first three quarters are done at 75; then 100 SMs are free: B runs 75-85 beside P's last
-    round, which ends at 100 (B's run counts from its dispatch at 0). Without the last round B waits out P, to 110."""
-    got = times(simulate(program([_persistent("P", "main", 100, 32, 0.25), _gemm("B", "aux", 10, 20, 1)]), SHARING))
-    assert got["P"] == pytest.approx((0, 100))
-    assert got["B"] == pytest.approx((0, 85))
-    plain = times(simulate(program([_gemm("P", "main", 100, 132, 1), _gemm("B", "aux", 10, 20, 1)]), SHARING))
-    assert plain["B"] == pytest.approx((0, 110))
-
-
-def test_a_kernel_wider_than_the_last_rounds_free_sms_runs_at_their_share():
-    """As above with B of 120 full-SM blocks: from 75 the 100 SMs P's last round leaves free hold 100 of them, B
-    runs at 100/120 of its solo rate: its 10 µs end 12 µs later, at 87, before P's end at 100."""
-    got = times(simulate(program([_persistent("P", "main", 100, 32, 0.25), _gemm("B", "aux", 10, 120, 1)]),
-                         SHARING))
-    assert got["P"] == pytest.approx((0, 100))
-    assert got["B"] == pytest.approx((0, 87))

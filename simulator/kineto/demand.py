@@ -14,7 +14,6 @@ import math
 from typing import NamedTuple
 
 from simulator.kineto.events import CpuOp, DeviceProps, GpuOp
-from simulator.kineto.tiles import Tail, last_round
 from simulator.profile import Profile
 
 MAX_BLOCKS_PER_SM = 32  # CUDA compute capability 5.0-9.0 (and AMD CUs allow as many wavefront groups)
@@ -27,7 +26,6 @@ _DTYPE_BYTES = {"float": 4, "double": 8, "c10::half": 2, "c10::bfloat16": 2, "ha
                 "c10::float8_e5m2fnuz": 1}
 _GEMM_OPS = ("mm", "addmm", "bmm", "matmul", "linear", "baddbmm", "_scaled_mm")
 _GROUPED_OPS = ("_grouped_mm", "grouped_mm", "_scaled_grouped_mm")
-_MKN_OPS = ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm")
 _GEMV_KERNELS = ("dot_kernel", "gemv")  # cuBLAS's matrix-vector kernels (a router GEMM at one token)
 # serving engines' routed-expert GEMMs, launched outside aten: vLLM / SGLang's Triton ``fused_moe_kernel``, AMD
 # aiter's CK ``ck_moe`` / ``fmoe`` kernels
@@ -44,7 +42,6 @@ class Demand(NamedTuple):
     blocks: int | None = None  # the grid's thread blocks
     blocks_per_sm: int | None = None  # how many of them one SM holds at once (occupancy rules)
     warps_per_block: int | None = None  # warps in one of them
-    tail: Tail | None = None  # a persistent GEMM's last round (simulator.kineto.tiles)
 
 
 def resident_blocks(op: GpuOp, dev: DeviceProps | None) -> int | None:
@@ -124,10 +121,12 @@ def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
     width = sizes[0][1]
     if base in _GROUPED_OPS and len(shapes) >= 2 and len(shapes[0]) == 2 and len(shapes[1]) == 3:
         return _grouped_cost(shapes[0], shapes[1], sizes[0][1], sizes[1][1])
-    if base in _MKN_OPS:
-        dims = gemm_dims(cpu)
-        if dims is not None:
-            m, k, n = dims
+    if base in ("mm", "matmul", "linear", "addmm", "bmm", "baddbmm"):
+        a, b = (shapes[-2], shapes[-1]) if base in ("addmm", "baddbmm") else (shapes[0], shapes[1])
+        if len(a) >= 2 and len(b) >= 2:
+            m = math.prod(a[:-1])
+            k = a[-1]
+            n = b[-2] if base == "linear" else b[-1]
             flops = 2.0 * m * k * n
             out_elems = m * n
     elif base.endswith("_") or base in ("copy_", "fill_", "zero_"):
@@ -137,21 +136,6 @@ def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
     if out_elems:
         nbytes += out_elems * width
     return nbytes, flops
-
-
-def gemm_dims(cpu: CpuOp) -> tuple[int, int, int] | None:
-    """(M, K, N) of a GEMM operator (mm, addmm, linear, matmul, bmm, baddbmm) from its input shapes, M counting
-    every leading dimension; None for other operators or where the shapes are missing."""
-    base = cpu.name.split("::")[-1].lower()
-    if base not in _MKN_OPS:
-        return None
-    shapes = [dims for dims in cpu.dims if dims]
-    if len(shapes) < 2:
-        return None
-    a, b = (shapes[-2], shapes[-1]) if base in ("addmm", "baddbmm") else (shapes[0], shapes[1])
-    if len(a) < 2 or len(b) < 2:
-        return None
-    return math.prod(a[:-1]), a[-1], b[-2] if base == "linear" else b[-1]
 
 
 def _grouped_cost(a: tuple[int, ...], b: tuple[int, ...], a_width: int, b_width: int) -> tuple[float, float]:
@@ -195,11 +179,8 @@ def kernel_demand(op: GpuOp, cpu: CpuOp | None, cpu_busy_us: float, dev: DeviceP
     # blocks keep an SM's issue slots busy, so blocks packed several per SM run slower once they fill them; the other
     # kernels' blocks wait on memory, and packing them costs little: their SM share alone stands for them
     blocks = math.prod(op.grid) if tracks_placement(op, family) and op.grid else None
-    per_sm = resident_blocks(op, dev) if blocks else None
-    dims = gemm_dims(cpu) if blocks and per_sm == 1 and cpu is not None else None
-    tail = last_round(op.name, blocks, sm_count, dims[0], dims[2]) if blocks and dims else None
-    return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops, blocks or None, per_sm,
-                  block_warps(op, dev) if blocks else None, tail)
+    return Demand(_clip(sm), _clip(bw), _clip(tc), family, nbytes, flops, blocks or None,
+                  resident_blocks(op, dev) if blocks else None, block_warps(op, dev) if blocks else None)
 
 
 def tracks_placement(op: GpuOp, family: str) -> bool:

@@ -351,7 +351,7 @@ def attach_demand(items: list[Item], trace: Trace, device: int, profile: Profile
             item.contended = id(item.gpu) in contended
             if item.contended:
                 demand = demand._replace(sm=0.0, bw=0.0, tc=0.0, blocks=None, blocks_per_sm=None,
-                                         warps_per_block=None, tail=None)
+                                         warps_per_block=None)
             item.demand = shared.setdefault(demand, demand)
 
 
@@ -444,9 +444,7 @@ def _ir_op(item: Item, host_us: float) -> Launch | Record | Wait | SetStream | S
         return Launch.model_construct(_SET[Launch], kernel=gpu.name or "<unnamed>", stream=stream, dur_us=dur,
                                       sm=demand.sm, bw=demand.bw, tc=demand.tc, family=demand.family,
                                       region=item.region, host_us=host_us, blocks=demand.blocks,
-                                      blocks_per_sm=demand.blocks_per_sm, warps_per_block=demand.warps_per_block,
-                                      tail_blocks=demand.tail.blocks if demand.tail else None,
-                                      tail_share=demand.tail.share if demand.tail else None)
+                                      blocks_per_sm=demand.blocks_per_sm, warps_per_block=demand.warps_per_block)
     if item.kind == "record":
         return Record.model_construct(_SET[Record], event=item.event or "", stream=stream, host_us=host_us)
     if item.kind == "wait":
