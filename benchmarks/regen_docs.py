@@ -36,7 +36,7 @@ MEASUREMENTS = ROOT / "calibration" / "measurements" / "h200" / "2026-12-02"
 SELF = "python benchmarks/regen_docs.py --print "
 F_RUNS = ("kernels_real6", "kernels_real6_repeat", "kernels_real7", "kernels_real7_repeat", "kernels_real8",
           "kernels_real8_repeat")
-EARLIER = (("E", ("kernels_real5",)), ("C", ()))
+EARLIER = (("C", ()),)
 
 
 @dataclass(frozen=True)
@@ -523,7 +523,7 @@ BLOCKS: dict[str, Block] = {
     "decode-sharing-forms": Block(VALIDATION, SELF + "decode-sharing-forms", _sharing_forms),
     "whatif-F": _whatif_block(F_RUNS),
     **{f"whatif-{name}": _whatif_block(runs) for name, runs in EARLIER},
-    "whatif-datasheet-E": _whatif_block(("kernels_real5",), "h200-datasheet", with_sanity=False),
+    "whatif-datasheet-F6": _whatif_block(("kernels_real6",), "h200-datasheet", with_sanity=False),
     "whatif-targets-F": Block(WHATIF, SELF + "whatif-targets-F", _targets_f),
     "whatif-targets-earlier": Block(WHATIF, SELF + "whatif-targets-earlier", _targets_earlier),
     "experts-hit": Block(DECODE, SELF + "experts-hit", _experts_hit),

@@ -10,7 +10,7 @@ or ``kernels_real_eager/`` (strategies interleaved per token count): the first p
 ``cases.json`` supersedes the eager records of ``kernels_real``, and its ``traces/`` (if it has the
 sequential eager trace) supersede ``kernels_real``'s eager traces in eager mode. ``--run SUBDIR`` instead takes
 everything (graph and eager medians and traces, sanity traces) from one bench run ``DIR/SUBDIR`` that timed
-and traced both modes in the same call (e.g. ``kernels_real5``); several ``--run`` (repeats of the same bench
+and traced both modes in the same call (e.g. ``kernels_real6``); several ``--run`` (repeats of the same bench
 command) give each run's tables and a pooled one: per case the mean over the runs of the measured times and of
 the predictions (each run's from its own traces), which averages out the spread between runs. From each
 ``{preset}_t{tokens}_sequential_eager`` trace the what-if moves ``moe.shared_experts`` to an aux stream and
