@@ -5,9 +5,11 @@ chain's latency-bound kernels beside shared-expert GEMMs of several shapes insid
 its HBM share is its weight bytes over its solo kernel time against the profile's HBM ceiling, and the slowdown
 is the routing kernel's time beside it over its time alone (profiled replays), median over the four kernels,
 the presets' sizes and the token counts. :func:`latency_curve` orders those points by the share and makes them
-non-decreasing (a kernel does not speed up as the load grows); the profile keeps them as ``memory_latency``,
-pooled over the four kernels and per kernel: the four differ by how much of their time is round trips to memory
-(the sort barely slows, the gather slows most).
+non-decreasing (a kernel does not speed up as the load grows): ``memory_latency``, pooled over the four kernels
+and per kernel (the four differ by how much of their time is round trips to memory: the sort barely slows, the
+gather slows most). A refit takes them only where the measurement folder has no layer traces: the profile's
+curves are measured in situ since session 21 (``calibration.fit_latency_in_situ``), where the routing chain
+slowed more than these probe kernels at the same HBM share.
 Nothing here is fitted: the points are the medians.
 
 :func:`issue_warps` reads the same probe's fp32 router GEMMs (calls 20–21 and 34) where their light blocks were
