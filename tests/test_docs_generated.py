@@ -1,8 +1,8 @@
 """The evidence documents' generated blocks match the commands that print them (``benchmarks/regen_docs.py``).
 
 Covered on every run: the blocks of ``calibration/VALIDATION.md`` and ``docs/validation.md`` (seconds) and one
-what-if run (``whatif-E``: a full ``benchmarks/whatif_accuracy.py`` run with its sanity replays). The other
-what-if blocks replay every trace of eleven bench runs, and the leave-one-preset-out block refits the profile
+what-if run (``whatif-C``: a full ``benchmarks/whatif_accuracy.py`` run with its sanity replays). The other
+what-if blocks replay every trace of their bench runs, and the leave-one-preset-out block refits the profile
 six times (minutes on a 2-core machine): they are checked under ``MOESIM_DOCS_ALL=1``, which ``.ci/run`` sets in
 its third step.
 """
@@ -29,7 +29,7 @@ def _load():
 
 
 regen = _load()
-FAST = [key for key, block in regen.BLOCKS.items() if block.doc != regen.WHATIF and not block.slow] + ["whatif-E"]
+FAST = [key for key, block in regen.BLOCKS.items() if block.doc != regen.WHATIF and not block.slow] + ["whatif-C"]
 
 
 def _differences(ids: list[str], root: Path = ROOT) -> list[str]:
