@@ -481,7 +481,7 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
         say("reading the routing chain's slowdown under HBM load from the layer traces (in situ)")
         doc["memory_latency"] = memory_latency_in_situ(layer_traces, eager_traces,
                                                        f"{_rel(layer_traces)}, {_rel(eager_traces)}",
-                                                       holdout_presets)
+                                                       holdout_presets, profile)
         doc["measurements"] += [_rel(layer_traces / "kernels.json.gz"), _rel(eager_traces / "traces")]
     elif all((probe / f"placement_probe_{op}.json.gz").is_file() for op in LATENCY_OPS):
         say("reading the latency-bound kernels' slowdown under HBM load from the placement probe")

@@ -39,6 +39,7 @@ from calibration.layer_traces import (
 from simulator.errors import InputError
 from simulator.kineto.replay import load_host
 from simulator.placement import latency_class
+from simulator.profile import Profile
 
 BANDS = (0.1, 0.3, 0.5, 0.7, 0.9, 1.01)  # upper edges of the HBM-share bands
 CLASSES = ("gather", "softmax", "topk", "sort")
@@ -58,10 +59,11 @@ def band_middle(i: int) -> float:
     return ((0.0 if i == 0 else BANDS[i - 1]) + min(BANDS[i], 1.0)) / 2
 
 
-def eager_demands(trace: Path) -> dict[tuple[str, int], tuple[float, bool]]:
+def eager_demands(trace: Path, profile: Profile | None = None) -> dict[tuple[str, int], tuple[float, bool]]:
     """(kernel name, occurrence) → (HBM share it draws alone, whether it is a GEMM kernel of light blocks), first
-    layer call of a sequential eager trace."""
-    _, _, host = load_host(trace, None, None, None, False)
+    layer call of a sequential eager trace; shares of ``profile``'s HBM ceiling (default: the shipped profile
+    matching the traced GPU)."""
+    _, _, host = load_host(trace, profile, None, None, False)
     seen: Counter[str] = Counter()
     out: dict[tuple[str, int], tuple[float, bool]] = {}
     for item in host.items:
@@ -75,10 +77,11 @@ def eager_demands(trace: Path) -> dict[tuple[str, int], tuple[float, bool]]:
     return out
 
 
-def slowdowns(run: Path, eager: Path, holdout_presets: Sequence[str] = ()) -> list[Slowdown]:
+def slowdowns(run: Path, eager: Path, holdout_presets: Sequence[str] = (),
+              profile: Profile | None = None) -> list[Slowdown]:
     """(class, HBM share beside it, slowdown) of every routing-chain kernel of every layer of ``run`` at 1/2/4
     tokens that the eager run traced too; the GEMM kernels of light blocks as class :data:`GEMV`. The presets of
-    ``holdout_presets`` and their rank variants are left out."""
+    ``holdout_presets`` and their rank variants are left out; shares of ``profile``'s HBM ceiling."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in load_kernel_records(run)
                if r["mode"] == "graph" and r["preset"].split("@")[0] not in holdout_presets}
     out = []
@@ -87,7 +90,7 @@ def slowdowns(run: Path, eager: Path, holdout_presets: Sequence[str] = ()) -> li
         trace = eager / "traces" / f"{preset}_t{tokens}_sequential_eager.json.gz"
         if strategy != "sequential" or tokens not in SMALL_TOKENS or multi is None or not trace.is_file():
             continue
-        demands = eager_demands(trace)
+        demands = eager_demands(trace, profile)
         replays = replays_per_trace(run / sequential["trace"])  # both strategies traced alike (one command)
         alone: dict[tuple[str, int], list[float]] = defaultdict(list)
         for layer in layers_of(sequential, replays):
@@ -126,12 +129,13 @@ def curve(rows: list[Slowdown], classes: tuple[str, ...]) -> list[tuple[float, f
     return points or [(0.0, 1.0)]
 
 
-def memory_latency(run: Path, eager: Path, where: str, holdout_presets: Sequence[str] = ()) -> dict[str, Any]:
+def memory_latency(run: Path, eager: Path, where: str, holdout_presets: Sequence[str] = (),
+                   profile: Profile | None = None) -> dict[str, Any]:
     """The profile's ``memory_latency`` document from the layer traces of ``run`` and the eager traces of
-    ``eager`` (``where``: how the source names them), ``holdout_presets`` left out: the pooled curve and one per
-    class."""
+    ``eager`` (``where``: how the source names them), ``holdout_presets`` left out, HBM shares of ``profile``'s
+    ceiling: the pooled curve and one per class."""
     rows = [(("gather" if cls == GEMV else cls), share, slow)
-            for cls, share, slow in slowdowns(run, eager, holdout_presets)]
+            for cls, share, slow in slowdowns(run, eager, holdout_presets, profile)]
     if not rows:
         raise InputError(f"{run}: no routing-chain kernel at 1/2/4 tokens with an eager trace of its point "
                          f"in {eager}")
