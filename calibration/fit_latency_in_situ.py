@@ -56,6 +56,7 @@ def band(share: float) -> int:
 
 
 def band_middle(i: int) -> float:
+    """The share at the middle of band ``i`` (the last band's top taken at the ceiling)."""
     return ((0.0 if i == 0 else BANDS[i - 1]) + min(BANDS[i], 1.0)) / 2
 
 
