@@ -19,21 +19,15 @@ from calibration.fit import with_host_costs
 from calibration.fit_host import idle_launch_excess
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
-from simulator.validation import evaluate, load_cases, resolve, split_of
+from simulator.validation import evaluate, load_cases, recorded_holdout, resolve, split_of
 
 RUN = "calibration/measurements/h200/2026-12-05/host_costs"
 OTHER = "calibration/measurements/h200/2026-12-02/kernels_real_eager2"
 
 
-def held_out_split(profile: Profile) -> tuple[list[str], list[int]]:
-    """The held-out presets and token counts ``profile`` records."""
-    layer = profile.fit.get("layer") or {}
-    return layer.get("holdout_presets", []), layer.get("holdout_tokens", [])
-
-
 def paths(profile: Profile, run: str) -> dict[str, Profile]:
     """The three host models, each on ``profile``'s split."""
-    measured = with_host_costs(profile, resolve(run), *held_out_split(profile), [], lambda *_: None)
+    measured = with_host_costs(profile, resolve(run), *recorded_holdout(profile), [], lambda *_: None)
     no_idle = measured.model_copy(update={"host": measured.host.model_copy(update={"idle_launch_us": None})})
     return {"microbench × fitted scale (shipped)": profile, "per-op, measured": no_idle,
             "per-op, measured + idle launches": measured}
@@ -45,7 +39,7 @@ def eager_cases(run: str) -> list[dict[str, Any]]:
 
 def excess_by_strategy(profile: Profile, run: str) -> dict[str, list[float]]:
     """Per strategy, the host-bound calibration cases' steady call minus host-only time, per launch (µs)."""
-    split = held_out_split(profile)
+    split = recorded_holdout(profile)
     calib = [c for c in eager_cases(run) if split_of(c, *split) == "calibration"]
     out: dict[str, list[float]] = {}
     for case, excess in idle_launch_excess(calib, profile):
@@ -66,7 +60,7 @@ def markdown(profile: Profile, run: str, other: str) -> str:
              "| eager host model | this run: held-out median / p90 | calibration split | "
              "other start: held-out median / p90 | calibration split |", "| --- | --- | --- | --- | --- |"]
     runs = (eager_cases(run), eager_cases(other))
-    split = held_out_split(profile)
+    split = recorded_holdout(profile)
     for name, model in models.items():
         cells = []
         for cases in runs:

@@ -103,11 +103,17 @@ DECODE_RUNS = ("calibration/measurements/h200/2026-12-03/kernels_real9",
                "calibration/measurements/h200/2026-12-03/kernels_real9_repeat")
 
 
-def _decisions() -> str:
+def _shape_decisions(runs: tuple[str, ...], profile: str = "h200") -> str:
+    """The shape path's choices and 1/2/4-token gains on ``runs``' measured matrix, with ``profile``."""
     import decisions as dec  # benchmarks/decisions.py (this folder is on sys.path when run as a script)
 
-    runs = list(DECODE_RUNS)
-    return dec.markdown(dec.points_of(runs, "h200"), 0.005, _profile().describe(), runs) + "\n"
+    from simulator.profile import load_profile
+
+    return dec.markdown(dec.points_of(list(runs), profile), 0.005, load_profile(profile).describe(), list(runs)) + "\n"
+
+
+def _decisions() -> str:
+    return _shape_decisions(DECODE_RUNS)
 
 
 HELD_OUT_START = "calibration/measurements/h200/2026-12-03/kernels_real10"
@@ -243,16 +249,6 @@ def _graph_decisions(runs: tuple[str, ...], reference: str | None) -> str:
 H100 = "calibration/measurements/h100/2026-12-05"
 H100_SMALL, H100_LARGE = f"{H100}/layer_traces_small", f"{H100}/layer_traces_large"
 H100_RUNS = (H100_SMALL, H100_LARGE, f"{H100}/layer_traces_large_repeat")
-
-
-def _h100_shape_path(profile: str) -> str:
-    """The shape path's choices and 1/2/4-token gains on the H100's measured matrix, with ``profile``."""
-    import decisions as dec
-
-    from simulator.profile import load_profile
-
-    runs = list(H100_RUNS)
-    return dec.markdown(dec.points_of(runs, profile), 0.005, load_profile(profile).describe(), runs) + "\n"
 
 
 def _graph_node_gaps() -> str:
@@ -500,7 +496,7 @@ BLOCKS: dict[str, Block] = {
         partial(_graph_decisions, (H100_SMALL, H100_LARGE), None)),
     **{f"transfer-h100-shape-{profile}": Block(
         VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in H100_RUNS)
-        + f" --profile {profile}", partial(_h100_shape_path, profile)) for profile in ("h100", "h200")},
+        + f" --profile {profile}", partial(_shape_decisions, H100_RUNS, profile)) for profile in ("h100", "h200")},
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",

@@ -208,6 +208,12 @@ def burst_calls(case: dict[str, Any]) -> int | None:
     return max(2, round(replays / int(match.group(1))))
 
 
+def recorded_holdout(profile: Profile) -> tuple[list[str], list[int]]:
+    """The held-out presets and token counts the profile's layer fit recorded (none where it recorded none)."""
+    layer = profile.fit.get("layer") or {}
+    return layer.get("holdout_presets", []), layer.get("holdout_tokens", [])
+
+
 def split_of(case: dict[str, Any], holdout_presets: Iterable[str], holdout_tokens: Iterable[int]) -> str:
     """``validation`` for a held-out preset or token count, else ``calibration``."""
     held = {get_preset(p).name for p in holdout_presets}

@@ -142,12 +142,11 @@ def sharing_markdown(profile: Profile, cases: Sequence[dict[str, Any]]) -> str:
     """The sharing forms the fit compared (``profile.fit['interference']``): held-out co-run side errors and
     calibration layer-gain errors as recorded, plus each form simulated on the held-out graph multi_stream
     cases (never used by any fit or choice), and unfitted fluid sharing for reference."""
-    from simulator.validation import split_of
+    from simulator.validation import recorded_holdout, split_of
 
     fit = profile.fit.get("interference") or {}
-    layer = profile.fit.get("layer") or {}
     held = [c for c in cases if c["mode"] == "graph" and c["strategy"] == "multi_stream"
-            and split_of(c, layer.get("holdout_presets", []), layer.get("holdout_tokens", [])) == "validation"]
+            and split_of(c, *recorded_holdout(profile)) == "validation"]
 
     def held_out(form: str, params: dict[str, Any]) -> str:
         sharing = profile.interference.model_copy(update={"form": form, "params": params}).sharing_model()

@@ -44,7 +44,7 @@ def _folder(profile, given: Path | None) -> Path:
 
 def run(args: argparse.Namespace) -> int:
     from simulator.profile import load_profile
-    from simulator.validation import evaluate, load_cases, summary_lines
+    from simulator.validation import evaluate, load_cases, recorded_holdout, summary_lines
 
     profile_file = args.profile if Path(args.profile).is_file() else None
     measured = args.measurements.rglob("*.json") if args.measurements and args.measurements.is_dir() else ()
@@ -56,8 +56,9 @@ def run(args: argparse.Namespace) -> int:
              if c.get("device", "cuda") != "cpu"]
     if not cases:
         raise InputError("no GPU cases to validate against")
-    presets = args.holdout_presets if args.holdout_presets is not None else layer.get("holdout_presets", [])
-    tokens = args.holdout_tokens if args.holdout_tokens is not None else layer.get("holdout_tokens", [])
+    recorded_presets, recorded_tokens = recorded_holdout(profile)
+    presets = args.holdout_presets if args.holdout_presets is not None else recorded_presets
+    tokens = args.holdout_tokens if args.holdout_tokens is not None else recorded_tokens
     from tqdm import tqdm
 
     with tqdm(total=len(cases), desc="validate", file=sys.stderr, disable=args.json or args.markdown or None) as bar:

@@ -61,13 +61,11 @@ def validate(profile: Profile, folder: Path, progress: bool = True) -> dict[str,
     """``simulator.validation.evaluate`` on the GPU cases of ``folder`` with the profile's hold-outs."""
     from tqdm import tqdm
 
-    from simulator.validation import evaluate, load_cases
+    from simulator.validation import evaluate, load_cases, recorded_holdout
 
     cases = [c for c in load_cases(folder) if c.get("device", "cuda") != "cpu"]
     if not cases:
         raise InputError(f"{folder}: no GPU cases to validate against")
-    layer = profile.fit.get("layer") or {}
     with tqdm(total=len(cases), desc="validate", unit="case", disable=None if progress else True,
               leave=False) as bar:
-        return evaluate(profile, cases, layer.get("holdout_presets", []), layer.get("holdout_tokens", []),
-                        progress=bar.update)
+        return evaluate(profile, cases, *recorded_holdout(profile), progress=bar.update)
