@@ -51,8 +51,8 @@ Slowdown = tuple[str, float, float]  # (class, HBM share beside it, slowdown)
 
 
 def band(share: float) -> int:
-    """The index of the band ``share`` falls in."""
-    return next(i for i, edge in enumerate(BANDS) if share < edge)
+    """The index of the band ``share`` falls in (a share above the ceiling in the last)."""
+    return next(i for i, edge in enumerate(BANDS) if min(share, 1.0) < edge)
 
 
 def band_middle(i: int) -> float:
@@ -121,7 +121,7 @@ def curve(rows: list[Slowdown], classes: tuple[str, ...]) -> list[tuple[float, f
     cells: dict[int, list[float]] = defaultdict(list)
     for cls, share, slow in rows:
         if cls in classes:
-            cells[band(min(share, 1.0))].append(slow)
+            cells[band(share)].append(slow)
     points, top = [], 1.0
     for i in sorted(cells):
         if len(cells[i]) >= MIN_KERNELS:
