@@ -16,9 +16,14 @@ copies from the calibrated profile, each with a source that says it was carried 
 - ``interference``: the sharing form and its dimensionless parameters (shares of the SM slots, of the HBM and
   tensor ceilings, slowdown per unit of the others' bandwidth demand; each GPU's own ceilings scale them);
 - the ``resident`` mode of the GEMM families (which SM resources a running GEMM holds: read from the calibrated
-  GPU's traced kernels, so a statement about its libraries' kernels, not the other vendor's).
+  GPU's traced kernels, so a statement about its libraries' kernels, not the other vendor's);
+- with ``--kernel-tables``, only for a GPU of the same chip (the H100 from the H200: one GH100 die, the same SMs,
+  clocks and libraries; only the HBM differs): the measured kernel tables and the fitted kernel families. Each
+  table records the GPU it was measured on, and the cost model moves the share of a looked-up time the family's
+  roofline spends streaming to this GPU's ceilings (``simulator.cost.transferred_time``); the rest stays.
 
-``python -m calibration.carry --from h200 --to mi300x b200`` rewrites the ``--to`` profiles in place.
+``python -m calibration.carry --from h200 --to mi300x b200`` rewrites the ``--to`` profiles in place;
+``python -m calibration.carry --from h200 --to h100 --kernel-tables`` the H100's, with the tables.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
 DEVICE_GAPS = ("node_gap_us", "kernel_gap_us")
 
 
-def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
+def carried(target: dict[str, Any], source: Profile, source_datasheet: Profile | None = None) -> dict[str, Any]:
     """The profile document ``target`` with ``source``'s graph fork/join cost, device-side kernel gaps,
-    memory-latency curves, issue warps, sharing model and GEMM residency, each labelled (the rest of the document
+    memory-latency curves, issue warps, sharing model and GEMM residency, and, given the source GPU's datasheet
+    profile, its kernel tables and families (:func:`with_kernel_tables`), each labelled (the rest of the document
     as it was)."""
     if source.provenance != "calibrated":
         raise InputError(f"{source.name}: not a calibrated profile (provenance {source.provenance!r}); "
@@ -81,6 +87,8 @@ def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
         "units": {k: f"{v} [carried from {where}]" for k, v in (form.units or {}).items()},
         "source": f"NOT measured on {gpu}: the sharing model of {where} carried with its dimensionless "
                   f"parameters (this GPU's own ceilings and SM/CU count scale them); {form.source}"}
+    if source_datasheet is not None:
+        with_kernel_tables(doc, source, source_datasheet, gpu, where)
     families: dict[str, Any] = doc["kernel_families"]
     for name in CARRIED_FAMILIES:
         if name in families and name in source.kernel_families:
@@ -90,6 +98,49 @@ def carried(target: dict[str, Any], source: Profile) -> dict[str, Any]:
                                         f"{where}'s traced kernels (its vendor library's GEMMs, not {gpu}'s)")
     parse_profile(doc, str(doc.get("name")))
     return doc
+
+
+def with_kernel_tables(doc: dict[str, Any], source: Profile, source_datasheet: Profile, gpu: str, where: str) -> None:
+    """Put ``source``'s measured kernel tables and kernel families into ``doc``, a datasheet profile of a GPU of the
+    same chip (same vendor and SM count, else InputError); ``source_datasheet``: the source GPU's datasheet profile.
+
+    The same chip runs each kernel family at the rate the source measured, unless the target's HBM (or tensor)
+    ceiling is lower: a family streams at min(its rate there, the ceiling the source's dense GEMMs saturate ×
+    target / source datasheet figure). A family that never reached that ceiling on the source (the grouped GEMMs'
+    pipeline) keeps its rate where it still fits under the target's. Its efficiency here is that rate over this
+    profile's (datasheet) ceiling. The tables keep their measured times; the cost model moves their streaming
+    share (``simulator.cost.transferred_time``) with ``kernel_tables_from``: the source's ceilings and families."""
+    hardware = doc["hardware"]
+    if hardware["vendor"] != source.hardware.vendor or hardware["sm_count"] != source.hardware.sm_count:
+        raise InputError(f"--kernel-tables: {gpu} ({hardware['vendor']}, {hardware['sm_count']} SMs) is not the chip "
+                         f"of {source.hardware.gpu} ({source.hardware.vendor}, {source.hardware.sm_count} SMs); "
+                         "kernel times carry only between GPUs of one chip")
+    if not source.kernel_tables or "gemm" not in source.kernel_families:
+        raise InputError(f"--kernel-tables: {source.name} has no kernel tables or no gemm family")
+    hbm, tensor = source.ceilings.hbm_GBps.value, source.ceilings.bf16_tflops.value
+    target_hbm, target_tensor = (doc["ceilings"]["hbm_GBps"]["value"], doc["ceilings"]["bf16_tflops"]["value"])
+    gemm = source.kernel_families["gemm"]
+    # the ceilings the source's dense GEMMs saturate, scaled to the target by the datasheet figures
+    read_ceiling = gemm.bw_eff * hbm * target_hbm / source_datasheet.ceilings.hbm_GBps.value
+    tensor_ceiling = gemm.tc_eff * tensor * target_tensor / source_datasheet.ceilings.bf16_tflops.value
+    rule = (f"its rate on {source.hardware.gpu}, capped at the ceiling {source.name}'s gemm family reaches there × "
+            f"this GPU's datasheet figure / {source_datasheet.name}'s ({read_ceiling:.0f} GB/s, "
+            f"{tensor_ceiling:.0f} TFLOP/s here), over this profile's ceiling")
+    doc["kernel_families"] = {
+        name: {**family.model_dump(exclude={"source"}),
+               "bw_eff": min(family.bw_eff * hbm, read_ceiling) / target_hbm,
+               "tc_eff": min(family.tc_eff * tensor, tensor_ceiling) / target_tensor,
+               "source": f"NOT measured on {gpu}: fitted on {where}, the same chip; efficiency = {rule}: "
+                         f"{family.source}"}
+        for name, family in source.kernel_families.items()}
+    doc["kernel_tables"] = {
+        key: {**table.model_dump(), "source": f"NOT measured on {gpu}: measured on {where}, the same chip (the "
+                                              f"streaming share moves to this GPU: kernel_tables_from): {table.source}"}
+        for key, table in source.kernel_tables.items()}
+    doc["kernel_tables_from"] = {
+        "gpu": source.hardware.gpu, "hbm_GBps": hbm, "bf16_tflops": tensor,
+        "families": {name: family.model_dump() for name, family in source.kernel_families.items()},
+        "source": f"{where}: the ceilings and kernel families its tables' times were measured under"}
 
 
 def _without_carried(source: str) -> str:
@@ -102,14 +153,22 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--from", dest="source", default="h200", help="calibrated profile to carry from (default h200)")
     ap.add_argument("--to", nargs="+", required=True, help="datasheet profiles to rewrite (names or paths)")
+    ap.add_argument("--kernel-tables", action="store_true",
+                    help="carry the measured kernel tables and fitted kernel families too: only to a GPU of the same "
+                         "chip (same vendor and SM count, checked), e.g. the H100 from the H200")
+    ap.add_argument("--source-datasheet", default=None,
+                    help="the source GPU's datasheet profile, whose ceilings scale the families' rates "
+                         "(default: FROM-datasheet)")
     args = ap.parse_args(argv)
     try:
         source = load_profile(args.source)
+        datasheet = (load_profile(args.source_datasheet or f"{source.name}-datasheet") if args.kernel_tables
+                     else None)
         outputs = []
         for name in args.to:
             path = _path(name)
             load_profile(path)  # one-line errors for a missing or invalid profile
-            outputs.append((path, carried(json.loads(path.read_text()), source)))
+            outputs.append((path, carried(json.loads(path.read_text()), source, datasheet)))
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

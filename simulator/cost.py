@@ -10,6 +10,9 @@ segment's log-log slope clamped to [0, 1] (time never falls with size and grows 
 the last measured x, a GEMM's lookup is no faster than its flops at the profile's bf16 tensor ceiling
 (``flops_per_x``: the flops of one unit of x, e.g. one row): the end slope of memory-bound points would
 otherwise keep a many-row problem (a fused shared pseudo-expert of every token) at a few rows' time.
+A profile whose tables were measured on another GPU of the same chip (``kernel_tables_from``: carried by
+``calibration.carry --kernel-tables``) moves the share of a looked-up time that family's roofline spends streaming
+there to its own family's rate here (:func:`transferred_time`); the rest stays as measured.
 Otherwise:
 
 ``dur = latency + max(bytes / (B·bw_eff·f), flops' / (C·tc_eff·f))`` where B and C are the profile's HBM
@@ -25,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simulator.ir import Launch
-from simulator.profile import KernelFamily, Profile
+from simulator.profile import KernelFamily, Profile, TableOrigin
 
 
 @dataclass(frozen=True)
@@ -101,13 +104,33 @@ def padded_flops(flops: float, rows: int | None, tile_m: int) -> float:
     return flops * math.ceil(rows / tile_m) * tile_m / rows
 
 
-def solo_time(fam: KernelFamily, flops: float, nbytes: float, sm: float, rows: int | None,
-              hbm_bytes_per_us: float, tensor_flops_per_us: float) -> float:
-    """The family's solo-time formula (shared by the cost model and the fitter)."""
+def roofline_time(fam: KernelFamily, flops: float, nbytes: float, sm: float, rows: int | None,
+                  hbm_bytes_per_us: float, tensor_flops_per_us: float) -> float:
+    """The family's streaming time: its bytes at the reachable HBM rate or its padded flops at the reachable
+    tensor rate, whichever is longer (the solo time without the fixed latency)."""
     reach = min(1.0, max(sm, 1e-6) / fam.fill_sat)
     t_mem = nbytes / (hbm_bytes_per_us * fam.bw_eff * reach)
     t_cmp = padded_flops(flops, rows, fam.tile_m) / (tensor_flops_per_us * fam.tc_eff * reach)
-    return fam.latency_us + max(t_mem, t_cmp)
+    return max(t_mem, t_cmp)
+
+
+def solo_time(fam: KernelFamily, flops: float, nbytes: float, sm: float, rows: int | None,
+              hbm_bytes_per_us: float, tensor_flops_per_us: float) -> float:
+    """The family's solo-time formula (shared by the cost model and the fitter)."""
+    return fam.latency_us + roofline_time(fam, flops, nbytes, sm, rows, hbm_bytes_per_us, tensor_flops_per_us)
+
+
+def transferred_time(measured_us: float, spec: KernelSpec, fam: KernelFamily, origin: TableOrigin,
+                     hbm_bytes_per_us: float, tensor_flops_per_us: float) -> float:
+    """A time measured on ``origin`` (a GPU of the same chip) moved here: the part of it its family's roofline
+    spends streaming there (at most all of it) scales by the ratio of this family's roofline under these ceilings
+    to that one; the rest (fixed latency, on-chip work) stays as measured."""
+    there = roofline_time(origin.family(spec.family), spec.flops, spec.bytes, spec.sm, spec.rows,
+                          origin.hbm_GBps * 1e3, origin.bf16_tflops * 1e6)
+    if there <= 0:
+        return measured_us
+    here = roofline_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm_bytes_per_us, tensor_flops_per_us)
+    return measured_us + min(measured_us, there) * (here / there - 1.0)
 
 
 def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
@@ -119,6 +142,8 @@ def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     if table is not None:
         dur = table.fixed_us + sum(n * table_lookup(table.points, x, spec.flops_per_x, tensor)
                                    for x, n in ((spec.x, spec.count), *spec.parts))
+        if profile.kernel_tables_from is not None:
+            dur = transferred_time(dur, spec, fam, profile.kernel_tables_from, hbm, tensor)
     else:
         dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
     busy = max(dur, 1e-9)

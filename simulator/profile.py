@@ -136,6 +136,23 @@ class KernelTable(_Model):
     source: str = Field(min_length=1)
 
 
+class TableOrigin(_Model):
+    """Where a profile's kernel tables were measured, when not on its own GPU (carried from a GPU of the same
+    chip by ``calibration.carry --kernel-tables``): that GPU, its ceilings and its fitted kernel families. The cost
+    model moves the share of a looked-up time that family's roofline spends streaming there to this profile's
+    family and ceilings (``simulator.cost.transferred_time``)."""
+
+    gpu: str = Field(min_length=1)
+    hbm_GBps: float = Field(gt=0, description="that GPU's HBM ceiling as its families are fitted against (GB/s)")
+    bf16_tflops: float = Field(gt=0, description="that GPU's bf16 tensor ceiling as its families are fitted against")
+    families: dict[str, KernelFamily] = Field(min_length=1, description="that GPU's fitted kernel families")
+    source: str = Field(min_length=1)
+
+    def family(self, name: str) -> KernelFamily:
+        """That GPU's family of this name, else its ``default`` (as :meth:`Profile.family`)."""
+        return self.families.get(name) or self.families["default"]
+
+
 class Interference(_Model):
     """How concurrent kernels share the device: a form and its parameters."""
 
@@ -226,6 +243,8 @@ class Profile(_Model):
     host: HostFigures
     kernel_families: dict[str, KernelFamily]
     kernel_tables: dict[str, KernelTable] = {}
+    kernel_tables_from: TableOrigin | None = Field(
+        None, description="the GPU of the same chip the kernel tables were measured on, where not this one")
     interference: Interference
     memory_latency: MemoryLatency | None = Field(
         None, description="latency-bound kernels' slowdown under the others' HBM load (block placement uses it); "
@@ -249,7 +268,9 @@ class Profile(_Model):
             return f"{self.name} (calibrated on {self.hardware.gpu}, {self.date})"
         carried = self.interference.carried_from
         sharing = f", sharing carried from {carried}" if carried else ""
-        return f"{self.name} (DATASHEET figures{sharing}, not calibrated)"
+        origin = self.kernel_tables_from
+        tables = f", kernel times measured on {origin.gpu}" if origin is not None else ""
+        return f"{self.name} (DATASHEET figures{sharing}{tables}, not calibrated)"
 
     def host_costs(self, mode: Mode = "eager") -> HostCosts:
         return self.host.costs(mode)

@@ -73,3 +73,35 @@ def test_cli_rewrites_the_named_file_and_refuses_bad_input(tmp_path, capsys):
     assert path.read_text() == before  # nothing written when any input is bad
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
+
+
+def test_kernel_tables_carry_only_to_the_same_chip_with_rates_under_its_ceiling():
+    source, datasheet = load_profile("h200"), load_profile("h200-datasheet")
+    with pytest.raises(InputError, match="not the chip of"):
+        carried(_doc("b200"), source, datasheet)
+    doc = carried(_doc("h100"), source, datasheet)
+    profile = parse_profile(doc)
+    assert profile.kernel_tables.keys() == source.kernel_tables.keys()
+    assert profile.kernel_tables_from is not None and profile.kernel_tables_from.gpu == source.hardware.gpu
+    assert "kernel times measured on NVIDIA H200" in profile.describe()
+    hbm, here = source.ceilings.hbm_GBps.value, profile.ceilings.hbm_GBps.value
+    # the ceiling the H200's gemm family reaches, scaled by the datasheet figures (4800 -> 3350 GB/s)
+    ceiling = source.kernel_families["gemm"].bw_eff * hbm * here / datasheet.ceilings.hbm_GBps.value
+    for name, family in profile.kernel_families.items():
+        rate_there = source.kernel_families[name].bw_eff * hbm
+        assert family.bw_eff * here == pytest.approx(min(rate_there, ceiling))
+        assert family.source.startswith(f"NOT measured on {profile.hardware.gpu}")
+    gemm, grouped = profile.kernel_families["gemm"], profile.kernel_families["grouped_gemm"]
+    assert gemm.bw_eff * here == pytest.approx(ceiling)  # the dense GEMMs follow the HBM
+    assert grouped.bw_eff * here == pytest.approx(source.kernel_families["grouped_gemm"].bw_eff * hbm)  # fits under
+    assert carried(doc, source, datasheet) == doc  # carrying twice changes nothing
+
+
+def test_cli_refuses_kernel_tables_for_another_chip(tmp_path, capsys):
+    path = tmp_path / "b200.json"
+    shutil.copy(PROFILES / "b200.json", path)
+    before = path.read_text()
+    assert main(["--to", str(path), "--kernel-tables"]) == 2
+    assert path.read_text() == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "kernel times carry only between GPUs of one chip" in err[0]

@@ -165,3 +165,27 @@ def test_table_lookup_past_its_end_is_no_faster_than_the_tensor_ceiling() -> Non
     assert kernel_cost(KernelSpec("k", "f", table="g", x=1024), p).dur_us == pytest.approx(10.0)  # no flops given
     parts = KernelSpec("k", "f", table="g", x=32, count=2.0, parts=((1024, 1.0),), flops_per_x=per_row)
     assert kernel_cost(parts, p).dur_us == pytest.approx(2 * 10.0 + floor)  # each lookup bounded on its own
+
+
+def _carried_table_profile(there_bw_eff: float) -> Profile:
+    """``_profile()`` (family ``f`` streams at 0.8 × 4800 = 3840 GB/s) with one measured table of 10 µs at x=1,
+    measured on a GPU of 9600 GB/s whose family ``f`` streams at ``there_bw_eff`` of it."""
+    doc = json.loads(_profile().model_dump_json())
+    doc["kernel_tables"] = {"t": {"x": "M", "points": [[1, 10.0]], "source": "t"}}
+    there = {**doc["kernel_families"]["f"], "bw_eff": there_bw_eff}
+    doc["kernel_tables_from"] = {"gpu": "twin", "hbm_GBps": 9600, "bf16_tflops": 989,
+                                 "families": {"f": there, "default": there}, "source": "test"}
+    return Profile.model_validate(doc)
+
+
+def test_a_carried_table_moves_its_streaming_share_to_this_gpu() -> None:
+    # 23.04 MB: 3 µs at 7680 GB/s there (of the 10 µs measured); 6 µs at 3840 GB/s here: 10 + 3 × (6/3 - 1) = 13
+    spec = KernelSpec("k", "f", bytes=23.04e6, sm=1.0, table="t", x=1)
+    assert kernel_cost(spec, _carried_table_profile(0.8)).dur_us == pytest.approx(13.0)
+    # a family whose rate does not change (its pipeline, not the HBM, bounds it) keeps the measured time
+    assert kernel_cost(spec, _carried_table_profile(0.4)).dur_us == pytest.approx(10.0)
+    # a roofline longer than the measured time: all of it is streaming, scaled by the ratio (10 × 2)
+    big = KernelSpec("k", "f", bytes=115.2e6, sm=1.0, table="t", x=1)
+    assert kernel_cost(big, _carried_table_profile(0.8)).dur_us == pytest.approx(20.0)
+    # nothing to stream: the measured time
+    assert kernel_cost(KernelSpec("k", "f", table="t", x=1), _carried_table_profile(0.8)).dur_us == 10.0

@@ -21,7 +21,9 @@ def test_datasheet_profiles_ship_and_say_so() -> None:
         assert p.provenance == "datasheet"
         carried = p.interference.carried_from
         sharing = f", sharing carried from {carried}" if carried else ""
-        assert p.describe() == f"{name} (DATASHEET figures{sharing}, not calibrated)"
+        origin = p.kernel_tables_from
+        tables = f", kernel times measured on {origin.gpu}" if origin is not None else ""
+        assert p.describe() == f"{name} (DATASHEET figures{sharing}{tables}, not calibrated)"
         assert carried is None or "NOT measured" in p.interference.source
 
 
