@@ -1,0 +1,131 @@
+"""Kernel times carried between two GPUs of one chip (the H200's tables on the H100), against both GPUs' traces.
+
+The same points (preset or rank variant, tokens) traced on both GPUs as sequential CUDA-graph layers
+(``kernels_real.bench --trace-timed-graphs``). Per kernel role at 1 token (the shared experts' two GEMMs, the
+routed experts' two grouped GEMMs), the median over the points of the second GPU's traced duration over the
+first's, beside the ratio the carried profile's cost model gives for the same launch (``--profile`` over
+``--reference``); the shared GEMMs' weight bytes over their duration on the first GPU say how close to its HBM
+ceiling they stream. Then per token count, the sequential layer's measured time ratio (the timed graphs'
+medians) beside the simulated one.
+
+    PYTHONPATH=. python benchmarks/chip_transfer.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+from calibration.layer_traces import is_grouped_gemm, layers_of, load_kernel_records
+from simulator.errors import InputError, print_or_fail
+from simulator.profile import Profile, load_profile
+from simulator.validation import graph_pairs, predict_case
+from simulator.workloads.moe_layer import moe_layer_program
+from simulator.workloads.presets import get_preset
+
+H200 = Path("calibration/measurements/h200/2026-12-03")
+FIRST = [H200 / "layer_traces", H200 / "layer_traces_heldout", H200 / "layer_traces_heldout2"]
+SECOND = Path("calibration/measurements/h100/2026-12-05/layer_traces_small")
+SECOND_TIMED = [SECOND, Path("calibration/measurements/h100/2026-12-05/layer_traces_large")]
+FIRST_TIMED = [H200 / "kernels_real9"]
+ROLES = ("shared_gemm_gate_up", "shared_gemm_down", "grouped_mm_gate_up", "grouped_mm_down")
+
+
+def is_gemm(name: str) -> bool:
+    """A GEMM kernel of the layer (cuBLAS nvjet / xmma / SIMT / GEMV, CUTLASS grouped), not a split-K reduction or
+    the grouped GEMM's data preparation."""
+    low = name.lower()
+    return (any(tag in low for tag in ("nvjet", "gemm", "xmma", "gemv", "dot_kernel"))
+            and "splitkreduce" not in low and "prepare" not in low)
+
+
+def role_durations(runs: Sequence[Path], tokens: int = 1) -> dict[str, dict[str, float]]:
+    """preset → role → median traced µs of that kernel in the sequential graph layers at ``tokens``."""
+    out: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for record in load_kernel_records(run):
+            if record["strategy"] != "sequential" or int(record["tokens"]) != tokens:
+                continue
+            per_role: dict[str, list[float]] = {}
+            for layer in layers_of(record, 3):
+                dense = [k for k in layer if is_gemm(k["name"]) and not is_grouped_gemm(k["name"])]
+                grouped = [k for k in layer if is_grouped_gemm(k["name"])]
+                found = [*zip(ROLES[:2], dense[:2], strict=False), *zip(ROLES[2:], grouped[:2], strict=False)]
+                for role, kernel in found:
+                    per_role.setdefault(role, []).append(float(kernel["dur_us"]))
+            out[str(record["preset"])] = {role: statistics.median(v) for role, v in per_role.items()}
+    return out
+
+
+def launch_durations(profile: Profile, preset: str, tokens: int = 1) -> dict[str, float]:
+    """role → the simulated solo µs of that launch in the preset's sequential layer under ``profile``."""
+    program = moe_layer_program(get_preset(preset), tokens, "sequential", profile, mode="graph", iterations=1)
+    return {k.kernel: k.dur_us for k in program.kernels() if k.kernel in ROLES}
+
+
+def kernel_table(first: dict, second: dict, profile: Profile, reference: Profile) -> list[str]:
+    presets = sorted(set(first) & set(second))
+    if not presets:
+        raise InputError("no preset traced at 1 token on both GPUs")
+    rows = ["| kernel (1 token) | points | measured ratio, median (range) | carried model's ratio, median | "
+            "first GPU's stream rate of the weights, median (GB/s) |", "| --- | ---: | --- | ---: | ---: |"]
+    for role in ROLES:
+        both = [p for p in presets if role in first[p] and role in second[p]]
+        if not both:
+            continue
+        measured = [second[p][role] / first[p][role] for p in both]
+        model = [launch_durations(profile, p)[role] / launch_durations(reference, p)[role] for p in both]
+        rate = "–"
+        if role.startswith("shared"):
+            rates = [weight_bytes(p, role) / first[p][role] / 1e3 for p in both]
+            rate = f"{statistics.median(rates):.0f}"
+        rows.append(f"| {role} | {len(both)} | {statistics.median(measured):.2f} ({min(measured):.2f}–"
+                    f"{max(measured):.2f}) | {statistics.median(model):.2f} | {rate} |")
+    return rows
+
+
+def weight_bytes(preset: str, role: str) -> float:
+    """The bf16 weight bytes a shared-expert GEMM streams (the activations are a few rows)."""
+    dims = get_preset(preset)
+    return 2.0 * dims.hidden * dims.shared_total * (2 if role == "shared_gemm_gate_up" else 1)
+
+
+def layer_table(profile: Profile, reference: Profile) -> list[str]:
+    first, second = graph_pairs(FIRST_TIMED), graph_pairs(SECOND_TIMED)
+    by_tokens: dict[int, tuple[list[float], list[float]]] = {}
+    for key in sorted(set(first) & set(second)):
+        measured = second[key]["sequential"]["median_us"] / first[key]["sequential"]["median_us"]
+        simulated = (predict_case(profile, second[key]["sequential"])
+                     / predict_case(reference, first[key]["sequential"]))
+        pair = by_tokens.setdefault(key[1], ([], []))
+        pair[0].append(measured)
+        pair[1].append(simulated)
+    rows = ["| tokens | points | measured layer ratio, median | simulated, median |", "| ---: | ---: | ---: | ---: |"]
+    rows += [f"| {t} | {len(m)} | {statistics.median(m):.3f} | {statistics.median(s):.3f} |"
+             for t, (m, s) in sorted(by_tokens.items())]
+    return rows
+
+
+def markdown(profile_name: str = "h100", reference_name: str = "h200") -> str:
+    """The report: the kernel roles' ratios at 1 token, then the layer's per token count."""
+    profile, reference = load_profile(profile_name), load_profile(reference_name)
+    first, second = role_durations(FIRST), role_durations([SECOND])
+    head = (f"Second GPU: {profile.hardware.gpu} (profile {profile.describe()}); first: {reference.hardware.gpu} "
+            f"(profile {reference.describe()}). Traces: {', '.join(map(str, FIRST))} against {SECOND}; layer times: "
+            f"the timed graphs of {', '.join(map(str, FIRST_TIMED))} against {', '.join(map(str, SECOND_TIMED))}.")
+    return "\n".join([head, "", *kernel_table(first, second, profile, reference), "",
+                      *layer_table(profile, reference)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profile", default="h100", help="the carried profile of the second GPU (default h100)")
+    ap.add_argument("--reference", default="h200", help="the first GPU's calibrated profile (default h200)")
+    args = ap.parse_args(argv)
+    return print_or_fail(lambda: markdown(args.profile, args.reference))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
