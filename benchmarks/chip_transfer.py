@@ -6,9 +6,11 @@ routed experts' two grouped GEMMs), the median over the points of the second GPU
 first's, beside the ratio the carried profile's cost model gives for the same launch (``--profile`` over
 ``--reference``); the shared GEMMs' weight bytes over their duration on the first GPU say how close to its HBM
 ceiling they stream. Then per token count, the sequential layer's measured time ratio (the timed graphs'
-medians) beside the simulated one.
+medians) beside the simulated one. With ``--solo`` (a microbench folder measured on the second GPU), every solo
+shape both GPUs measured: the first GPU's time moved by the carried profile (``simulator.cost.transferred_time``)
+against the second GPU's, per kernel family, beside taking the first GPU's time unchanged.
 
-    PYTHONPATH=. python benchmarks/chip_transfer.py
+    PYTHONPATH=. python benchmarks/chip_transfer.py [--solo calibration/measurements/h100/<date>/microbench]
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
+from calibration.fit import read_microbench
+from calibration.fit_kernels import FAMILY_OF, shape_share
 from calibration.layer_traces import is_grouped_gemm, layers_of, load_kernel_records
+from simulator.cost import KernelSpec, transferred_time
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
-from simulator.validation import graph_pairs, predict_case
+from simulator.validation import find_file, graph_pairs, predict_case
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
 
@@ -30,6 +35,7 @@ FIRST = [H200 / "layer_traces", H200 / "layer_traces_heldout", H200 / "layer_tra
 SECOND = Path("calibration/measurements/h100/2026-12-05/layer_traces_small")
 SECOND_TIMED = [SECOND, Path("calibration/measurements/h100/2026-12-05/layer_traces_large")]
 FIRST_TIMED = [H200 / "kernels_real9"]
+FIRST_SOLO = Path("calibration/measurements/h200/2026-12-02/microbench")
 ROLES = ("shared_gemm_gate_up", "shared_gemm_down", "grouped_mm_gate_up", "grouped_mm_down")
 
 
@@ -108,23 +114,65 @@ def layer_table(profile: Profile, reference: Profile) -> list[str]:
     return rows
 
 
-def markdown(profile_name: str = "h100", reference_name: str = "h200") -> str:
-    """The report: the kernel roles' ratios at 1 token, then the layer's per token count."""
+def solo_table(solo: Path, profile: Profile, reference: Profile) -> list[str]:
+    """Per family, the solo shapes both GPUs measured: the carried prediction's and the unchanged first GPU's
+    time's median |error| against the second GPU's measurement, and the median measured and predicted ratios."""
+    origin = profile.kernel_tables_from
+    if origin is None:
+        raise InputError(f"{profile.name}: no kernel tables carried from another GPU (kernel_tables_from)")
+
+    def keyed(folder: Path) -> dict[tuple[str, str], dict]:
+        records = read_microbench(find_file(folder, "microbench.json", "microbench"))["solo"]
+        return {(r["family"], repr(sorted(r["shape"].items()))): r for r in records
+                if r.get("median_us") and r["family"] in FAMILY_OF}
+
+    first, second = keyed(FIRST_SOLO), keyed(solo)
+    gap_first, gap_second = reference.host.node_gap_us.value, profile.host.node_gap_us.value
+    rows: dict[str, list[tuple[float, float, float]]] = {}
+    for key in sorted(set(first) & set(second)):
+        there, here = first[key], second[key]
+        fam = profile.family(FAMILY_OF[here["family"]])
+        sm, m = shape_share(here["shape"], fam, profile.hardware.sm_count)
+        spec = KernelSpec("solo", FAMILY_OF[here["family"]], flops=float(here["flops"]), bytes=float(here["bytes"]),
+                          sm=sm, rows=m)
+        t_there = max(there["median_us"] - gap_first, 0.5 * there["median_us"])
+        t_here = max(here["median_us"] - gap_second, 0.5 * here["median_us"])
+        carried = transferred_time(t_there, spec, fam, origin, profile.hbm_bytes_per_us, profile.tensor_flops_per_us)
+        rows.setdefault(here["family"], []).append((t_here, carried, t_there))
+    if not rows:
+        raise InputError(f"{solo}: no solo shape measured on both GPUs")
+    out = ["| family | shapes | measured ratio, median | carried ratio, median | carried: median abs error | "
+           "unchanged: median abs error |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for family, points in sorted(rows.items()):
+        med = statistics.median
+        out.append(f"| {family} | {len(points)} | {med(h / t for h, _, t in points):.2f} | "
+                   f"{med(c / t for _, c, t in points):.2f} | {med(abs(c / h - 1) for h, c, _ in points):.1%} | "
+                   f"{med(abs(t / h - 1) for h, _, t in points):.1%} |")
+    return out
+
+
+def markdown(profile_name: str = "h100", reference_name: str = "h200", solo: Path | None = None) -> str:
+    """The report: the kernel roles' ratios at 1 token, the layer's per token count, and the solo shapes."""
     profile, reference = load_profile(profile_name), load_profile(reference_name)
     first, second = role_durations(FIRST), role_durations([SECOND])
     head = (f"Second GPU: {profile.hardware.gpu} (profile {profile.describe()}); first: {reference.hardware.gpu} "
             f"(profile {reference.describe()}). Traces: {', '.join(map(str, FIRST))} against {SECOND}; layer times: "
             f"the timed graphs of {', '.join(map(str, FIRST_TIMED))} against {', '.join(map(str, SECOND_TIMED))}.")
-    return "\n".join([head, "", *kernel_table(first, second, profile, reference), "",
-                      *layer_table(profile, reference)])
+    parts = [head, "", *kernel_table(first, second, profile, reference), "", *layer_table(profile, reference)]
+    if solo is not None:
+        parts += ["", f"Solo shapes: {FIRST_SOLO} against {solo} (graph-chain periods minus each profile's node "
+                      "gap).", "", *solo_table(solo, profile, reference)]
+    return "\n".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--profile", default="h100", help="the carried profile of the second GPU (default h100)")
     ap.add_argument("--reference", default="h200", help="the first GPU's calibrated profile (default h200)")
+    ap.add_argument("--solo", type=Path, default=None,
+                    help="a microbench folder measured on the second GPU: compare every solo shape both measured")
     args = ap.parse_args(argv)
-    return print_or_fail(lambda: markdown(args.profile, args.reference))
+    return print_or_fail(lambda: markdown(args.profile, args.reference, args.solo))
 
 
 if __name__ == "__main__":

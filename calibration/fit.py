@@ -263,7 +263,7 @@ def _layer_gain_errors(profile: Profile, calib: Sequence[dict[str, Any]]) -> Any
     return errors
 
 
-def _microbench(path: Path) -> dict[str, Any]:
+def read_microbench(path: Path) -> dict[str, Any]:
     """A ``microbench.json`` document (one-line errors)."""
     mb = _read_json(path)
     if not isinstance(mb, dict) or not str(mb.get("schema", "")).startswith("moesim.microbench/"):
@@ -288,12 +288,12 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     say = progress or (lambda _msg: None)
     root = resolve(folder)
     mb_path = find_file(root, "microbench.json", "microbench")
-    mb = _microbench(mb_path)
+    mb = read_microbench(mb_path)
     files = [_rel(mb_path)]
     table_where: dict[str, str] = {}
     if solo_rerun is not None:
         rerun_path = resolve(solo_rerun)
-        rerun = _microbench(rerun_path)
+        rerun = read_microbench(rerun_path)
         redone = [r for r in rerun.get("solo") or [] if r["shape"].get("weights") != LEGACY_GROUPED_WEIGHTS]
         ops = {r["shape"]["op"] for r in redone}
         mb = {**mb, "solo": [r for r in mb.get("solo") or [] if r["shape"]["op"] not in ops] + redone}

@@ -23,3 +23,15 @@ def test_an_unknown_profile_is_one_line_and_exit_2():
                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": ""})
     assert out.returncode == 2
     assert out.stdout == "" and out.stderr.count("\n") == 1 and out.stderr.startswith("error: unknown profile")
+
+
+def test_solo_shapes_of_one_run_against_themselves():
+    from benchmarks.chip_transfer import FIRST_SOLO, solo_table
+    from simulator.profile import load_profile
+
+    rows = solo_table(FIRST_SOLO, load_profile("h100"), load_profile("h200"))
+    cells = {row.split(" | ")[0].strip("| "): row.split(" | ") for row in rows[2:]}
+    assert {"gemm", "grouped_gemm", "elementwise"} <= set(cells)
+    assert all(cell[2] == "1.00" and cell[5].startswith("0.0%") for cell in cells.values())  # unchanged = itself
+    assert float(cells["gemm"][3]) > 1.0  # the dense GEMMs follow the H100's lower HBM ceiling
+    assert cells["grouped_gemm"][3] == "1.00"  # the grouped GEMMs' rate fits under it
