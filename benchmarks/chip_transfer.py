@@ -22,7 +22,7 @@ from pathlib import Path
 
 from calibration.fit import read_microbench
 from calibration.fit_kernels import FAMILY_OF, shape_share
-from calibration.layer_traces import is_grouped_gemm, layers_of, load_kernel_records
+from calibration.layer_traces import is_gemm, is_grouped_gemm, layers_of, load_kernel_records
 from simulator.cost import KernelSpec, transferred_time
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
@@ -37,14 +37,6 @@ SECOND_TIMED = [SECOND, Path("calibration/measurements/h100/2026-12-05/layer_tra
 FIRST_TIMED = [H200 / "kernels_real9"]
 FIRST_SOLO = Path("calibration/measurements/h200/2026-12-02/microbench")
 ROLES = ("shared_gemm_gate_up", "shared_gemm_down", "grouped_mm_gate_up", "grouped_mm_down")
-
-
-def is_gemm(name: str) -> bool:
-    """A GEMM kernel of the layer (cuBLAS nvjet / xmma / SIMT / GEMV, CUTLASS grouped), not a split-K reduction or
-    the grouped GEMM's data preparation."""
-    low = name.lower()
-    return (any(tag in low for tag in ("nvjet", "gemm", "xmma", "gemv", "dot_kernel"))
-            and "splitkreduce" not in low and "prepare" not in low)
 
 
 def role_durations(runs: Sequence[Path], tokens: int = 1) -> dict[str, dict[str, float]]:

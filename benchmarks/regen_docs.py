@@ -390,6 +390,12 @@ def _lopo() -> str:
     return lopo.markdown(lopo.rows()) + "\n"
 
 
+def _shape_geometry() -> str:
+    import shape_geometry  # benchmarks/shape_geometry.py
+
+    return shape_geometry.markdown() + "\n"
+
+
 def _chip_transfer() -> str:
     import chip_transfer  # benchmarks/chip_transfer.py
 
@@ -504,6 +510,7 @@ BLOCKS: dict[str, Block] = {
         VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in H100_RUNS)
         + f" --profile {profile}", partial(_shape_decisions, H100_RUNS, profile)) for profile in ("h100", "h200")},
     "transfer-h100-chip": Block(VALIDATION, "python benchmarks/chip_transfer.py", _chip_transfer),
+    "decode-shape-geometry": Block(VALIDATION, "python benchmarks/shape_geometry.py", _shape_geometry),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",

@@ -63,3 +63,11 @@ def replays_per_trace(trace: Path) -> int:
 def is_grouped_gemm(name: str) -> bool:
     """Whether a kernel is the routed experts' grouped GEMM (CUTLASS's grouped kernel), not its data preparation."""
     return "GroupProblemShape" in name or ("grouped_gemm" in name.lower() and "prepare" not in name)
+
+
+def is_gemm(name: str) -> bool:
+    """Whether a kernel is one of the layer's GEMMs (cuBLAS nvjet / xmma / SIMT / GEMV, CUTLASS grouped), not a
+    split-K reduction or the grouped GEMM's data preparation."""
+    low = name.lower()
+    return (any(tag in low for tag in ("nvjet", "gemm", "xmma", "gemv", "dot_kernel"))
+            and "splitkreduce" not in low and "prepare" not in low)

@@ -18,6 +18,7 @@ import numpy as np
 from simulator.decisions import GainPoint
 from simulator.engine import simulate
 from simulator.errors import InputError
+from simulator.ir import Program
 from simulator.measured_routing import find_routing, load_routing, with_routing
 from simulator.profile import Profile
 from simulator.workloads.moe_layer import moe_layer_program
@@ -129,11 +130,7 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
         layers = 1 if quick else int(case.get("layers_per_replay") or 1)
         prog = moe_layer_program(dims, tokens, strategy, profile, mode="graph",
                                  iterations=2 if quick else GRAPH_REPLAYS, layers_per_graph=layers, touched=touched)
-        res = simulate(prog, sharing)
-        ends: dict[int, float] = {}
-        for k in res.kernels:
-            ends[k.replay or 0] = max(ends.get(k.replay or 0, 0.0), k.end_us)
-        return _steady_period([ends[r] for r in sorted(ends)]) / layers
+        return replayed_layer_us(prog, sharing, layers)
     burst = burst_calls(case)
     iterations = burst or EAGER_ITERATIONS
     prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=iterations, touched=touched)
@@ -148,6 +145,15 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
     per_call = len(spans) // iterations
     begins = [spans[i * per_call].start_us for i in range(iterations)] if per_call else [0.0] * iterations
     return float(np.median(event_windows(begins, ends_list)))
+
+
+def replayed_layer_us(program: Program, sharing: Any, layers: int = 1) -> float:
+    """Simulated µs per layer of a program of graph replays (``layers`` layer calls per graph): the steady
+    spacing of the replays' last kernel ends, per layer."""
+    ends: dict[int, float] = {}
+    for k in simulate(program, sharing).kernels:
+        ends[k.replay or 0] = max(ends.get(k.replay or 0, 0.0), k.end_us)
+    return _steady_period([ends[r] for r in sorted(ends)]) / layers
 
 
 def event_windows(host_begins: Sequence[float], ends: Sequence[float]) -> list[float]:

@@ -1,10 +1,11 @@
-"""benchmarks/chip_transfer.py: which traced kernels it takes as the layer's GEMMs, and its bad-input path."""
+"""benchmarks/chip_transfer.py and shape_geometry.py: the traced kernels taken as the layer's GEMMs, their launch
+geometry, and the bad-input path."""
 
 import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.chip_transfer import is_gemm
+from calibration.layer_traces import is_gemm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,6 +17,20 @@ def test_gemm_kernels_are_told_from_reductions_and_data_preparation():
     assert not is_gemm("void cublasLt::splitKreduce_kernel<32, 16, int, float>(...)")
     assert not is_gemm("void at::cuda::detail::prepare_grouped_gemm_data<cutlass::bfloat16_t>(...)")
     assert not is_gemm("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<int>>")
+
+
+def test_launch_geometry_from_occupancy_limits():
+    from benchmarks.shape_geometry import launch_geometry
+
+    # cuBLAS nvjet: 384 threads of 168 registers fill the register file (64 Ki), and 224 KiB of shared memory
+    nvjet = {"grid": [4, 22, 1], "block": [384, 1, 1], "registers per thread": 168, "shared memory": 229772}
+    assert launch_geometry(nvjet) == (88, 1, 12)
+    # CUTLASS SIMT sgemm: 128 threads of 80 registers: 65536 // 10240 = 6 blocks per SM
+    simt = {"grid": [1, 1, 112], "block": [128, 1, 1], "registers per thread": 80, "shared memory": 20480}
+    assert launch_geometry(simt) == (112, 6, 4)
+    # a tiny elementwise block: the 32-block limit
+    tiny = {"grid": [1, 1, 1], "block": [32, 1, 1], "registers per thread": 16, "shared memory": 0}
+    assert launch_geometry(tiny) == (1, 32, 1)
 
 
 def test_an_unknown_profile_is_one_line_and_exit_2():
