@@ -1,7 +1,8 @@
 """Where a scenario leaves its profile's calibrated range: the MoE block's kernels that look up a measured table
 the profile does not have (a shape never measured) or at a size beyond the table's measured points
-(extrapolated). Read from the profile's ``kernel_tables`` only; a datasheet profile has none (and every output
-already says it is not calibrated)."""
+(extrapolated). Read from the profile's ``kernel_tables`` only: a calibrated profile's, or the tables a datasheet
+profile carries from another GPU of the same chip (``kernel_tables_from``); the other datasheet profiles have none
+(and every output already says they are not calibrated)."""
 
 from __future__ import annotations
 
@@ -17,10 +18,10 @@ LISTED = 4  # table names quoted in one warning
 
 @lru_cache(maxsize=1024)
 def range_warnings(case: StepCase, strategies: tuple[str, ...]) -> tuple[str, ...]:
-    """One line per way the case leaves the measured range of its (calibrated) profile (memoised: sweeps ask
+    """One line per way the case leaves the measured range of its profile's kernel tables (memoised: sweeps ask
     for neighbouring cases that share a block)."""
     profile, link = case.platform.resolve()
-    if profile.provenance != "calibrated" or not profile.kernel_tables:
+    if not profile.kernel_tables:
         return ()
     b = ProgramBuilder(host=profile.host_costs("eager"), cost=CostModel(profile))
     for strategy in dict.fromkeys(strategies):
@@ -40,7 +41,8 @@ def range_warnings(case: StepCase, strategies: tuple[str, ...]) -> tuple[str, ..
         if x > largest * 1.001:
             beyond[spec.table] = (max(x, beyond.get(spec.table, (0.0, 0.0))[0]), largest)
     out = []
-    where = f"profile {profile.name} ({profile.hardware.gpu})"
+    origin = profile.kernel_tables_from
+    where = f"profile {profile.name} ({origin.gpu if origin is not None else profile.hardware.gpu})"
     if beyond:
         names = [f"{k}: {x:g} > {hi:g}" for k, (x, hi) in sorted(beyond.items())]
         out.append(f"{case.tokens} tokens/rank of {case.dims.name} go beyond the sizes measured by {where}, so "

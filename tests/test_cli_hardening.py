@@ -215,6 +215,13 @@ def test_leaving_the_calibrated_range_warns(capsys: pytest.CaptureFixture[str]) 
     assert err.removeprefix("moesim run: warning: ").strip() == json.loads(out)["warnings"][0]
     code, out, err = moesim(["run", scenario, "--set", "load.concurrency=2", "--json"], capsys)
     assert code == 0 and err == "" and json.loads(out)["warnings"] == []
+    # a datasheet profile carrying another GPU's tables (the H100's, from the H200) warns from those tables
+    code, out, err = moesim(["run", scenario, "--set", "platform.profile=h100", "--set", "load.concurrency=2048",
+                             "--json"], capsys)
+    assert code == 0 and "go beyond the sizes measured by profile h100 (NVIDIA H200)" in err
+    code, out, err = moesim(["run", scenario, "--set", "platform.profile=mi300x", "--set", "load.concurrency=2048",
+                             "--json"], capsys)
+    assert code == 0 and json.loads(out)["warnings"] == []  # no tables: nothing to leave
 
 
 def test_help_imports_no_simulation_code() -> None:
