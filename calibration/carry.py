@@ -22,8 +22,13 @@ copies from the calibrated profile, each with a source that says it was carried 
   table records the GPU it was measured on, and the cost model moves the share of a looked-up time the family's
   roofline spends streaming to this GPU's ceilings (``simulator.cost.transferred_time``); the rest stays.
 
+With ``--score-runs``, runs measured on the target GPU (each run's ``env.json`` names it) score the carried
+profile's multi_stream choices (``fit.decisions``, as ``moesim calibrate`` records them; ``moesim thresholds``
+prints the verdict). Nothing is fitted to them.
+
 ``python -m calibration.carry --from h200 --to mi300x b200`` rewrites the ``--to`` profiles in place;
-``python -m calibration.carry --from h200 --to h100 --kernel-tables`` the H100's, with the tables.
+``python -m calibration.carry --from h200 --to h100 --kernel-tables --score-runs RUN...`` the H100's, with the
+tables and the H100's runs scoring it.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from calibration.fit import decisions_report
 from simulator.errors import InputError
 from simulator.outputs import write_text_atomic
 from simulator.profile import Profile, load_profile, parse_profile
@@ -143,6 +150,22 @@ def with_kernel_tables(doc: dict[str, Any], source: Profile, source_datasheet: P
         "source": f"{where}: the ceilings and kernel families its tables' times were measured under"}
 
 
+def with_decisions(doc: dict[str, Any], runs: Sequence[Path]) -> None:
+    """Score the profile ``doc`` describes on ``runs`` measured on its GPU (their ``env.json`` files say so, else
+    InputError): its multi_stream choices' regret (``calibration.fit.decisions_report``) into ``fit.decisions``."""
+    profile = parse_profile(doc, str(doc.get("name")))
+    for run in runs:
+        gpus = {json.loads(env.read_text()).get("device_name") for env in sorted(run.rglob("env.json"))}
+        if not gpus:
+            raise InputError(f"--score-runs {run}: no env.json says which GPU measured it")
+        if gpus != {profile.hardware.gpu}:
+            raise InputError(f"--score-runs {run}: measured on {', '.join(sorted(map(str, gpus)))}, not on "
+                             f"{profile.hardware.gpu}")
+    doc.setdefault("fit", {})["decisions"] = {
+        **decisions_report(profile, runs),
+        "note": f"scored on runs measured on {profile.hardware.gpu}; nothing is fitted to them"}
+
+
 def _without_carried(source: str) -> str:
     """A family's source with an earlier run's carried note removed (carrying twice says it once)."""
     return source.split("; resident=")[0]
@@ -156,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernel-tables", action="store_true",
                     help="carry the measured kernel tables and fitted kernel families too: only to a GPU of the same "
                          "chip (same vendor and SM count, checked), e.g. the H100 from the H200")
+    ap.add_argument("--score-runs", nargs="+", type=Path, default=[],
+                    help="bench runs measured on the target GPU (a single --to): score the carried profile's "
+                         "multi_stream choices on them (fit.decisions; nothing fitted)")
     ap.add_argument("--source-datasheet", default=None,
                     help="the source GPU's datasheet profile, whose ceilings scale the families' rates "
                          "(default: FROM-datasheet)")
@@ -169,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
             path = _path(name)
             load_profile(path)  # one-line errors for a missing or invalid profile
             outputs.append((path, carried(json.loads(path.read_text()), source, datasheet)))
+        if args.score_runs:
+            if len(outputs) != 1:
+                raise InputError("--score-runs: name one --to profile (the runs are of one GPU)")
+            with_decisions(outputs[0][1], args.score_runs)
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -105,3 +105,20 @@ def test_cli_refuses_kernel_tables_for_another_chip(tmp_path, capsys):
     assert path.read_text() == before
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "kernel times carry only between GPUs of one chip" in err[0]
+
+
+def test_runs_of_the_target_gpu_score_the_carried_profile(tmp_path, capsys):
+    h100 = Path(__file__).resolve().parent.parent / "calibration" / "measurements" / "h100" / "2026-12-05"
+    h200_run = h100.parent.parent / "h200" / "2026-12-03" / "kernels_real9"
+    path = tmp_path / "h100.json"
+    shutil.copy(PROFILES / "h100.json", path)
+    before = path.read_text()
+    assert main(["--to", str(path), "--kernel-tables", "--score-runs", str(h200_run)]) == 2  # another GPU's run
+    assert path.read_text() == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "measured on NVIDIA H200, not on NVIDIA H100" in err[0]
+    assert main(["--to", str(path), "--kernel-tables", "--score-runs", str(h100 / "layer_traces_small")]) == 0
+    decisions = load_profile(path).fit["decisions"]
+    assert decisions["points"] == 80  # 20 presets and rank variants x 1/2/4/16 tokens, both strategies timed
+    assert {s["policy"] for s in decisions["scores"]} >= {"model", "always"}
+    assert "nothing is fitted" in decisions["note"]
