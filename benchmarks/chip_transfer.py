@@ -16,6 +16,7 @@ against the second GPU's, per kernel family, beside taking the first GPU's time 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +36,9 @@ FIRST = [H200 / "layer_traces", H200 / "layer_traces_heldout", H200 / "layer_tra
 SECOND = Path("calibration/measurements/h100/2026-12-05/layer_traces_small")
 SECOND_TIMED = [SECOND, Path("calibration/measurements/h100/2026-12-05/layer_traces_large")]
 FIRST_TIMED = [H200 / "kernels_real9"]
-FIRST_SOLO = Path("calibration/measurements/h200/2026-12-02/microbench")
+# the h200 profile's solo records: the full run, its grouped GEMMs remeasured in the layer's weight layout
+FIRST_SOLO = (Path("calibration/measurements/h200/2026-12-02/microbench"),
+              Path("calibration/measurements/h200/2026-12-04/microbench_grouped"))
 ROLES = ("shared_gemm_gate_up", "shared_gemm_down", "grouped_mm_gate_up", "grouped_mm_down")
 
 
@@ -113,14 +116,19 @@ def solo_table(solo: Path, profile: Profile, reference: Profile) -> list[str]:
     if origin is None:
         raise InputError(f"{profile.name}: no kernel tables carried from another GPU (kernel_tables_from)")
 
-    def keyed(folder: Path) -> dict[tuple[str, str], dict]:
-        records = read_microbench(find_file(folder, "microbench.json", "microbench"))["solo"]
-        return {(r["family"], repr(sorted(r["shape"].items()))): r for r in records
-                if r.get("median_us") and r["family"] in FAMILY_OF}
+    def keyed(*folders: Path) -> dict[tuple[str, str], dict]:
+        """The solo records by family and shape, a later folder's taking over an earlier one's."""
+        out: dict[tuple[str, str], dict] = {}
+        for folder in folders:
+            records = read_microbench(find_file(folder, "microbench.json", "microbench"))["solo"]
+            out.update({(r["family"], repr(sorted(r["shape"].items()))): r for r in records
+                        if r.get("median_us") and r["family"] in FAMILY_OF})
+        return out
 
-    first, second = keyed(FIRST_SOLO), keyed(solo)
+    first, second = keyed(*FIRST_SOLO), keyed(solo)
     gap_first, gap_second = reference.host.node_gap_us.value, profile.host.node_gap_us.value
     rows: dict[str, list[tuple[float, float, float]]] = {}
+    drawn: dict[str, list[tuple[float, float]]] = {}  # family → (GB/s drawn there, measured ratio)
     for key in sorted(set(first) & set(second)):
         there, here = first[key], second[key]
         fam = profile.family(FAMILY_OF[here["family"]])
@@ -131,6 +139,7 @@ def solo_table(solo: Path, profile: Profile, reference: Profile) -> list[str]:
         t_here = max(here["median_us"] - gap_second, 0.5 * here["median_us"])
         carried = transferred_time(t_there, spec, fam, origin, profile.hbm_bytes_per_us, profile.tensor_flops_per_us)
         rows.setdefault(here["family"], []).append((t_here, carried, t_there))
+        drawn.setdefault(here["family"], []).append((float(there["bytes"]) / t_there / 1e3, t_here / t_there))
     if not rows:
         raise InputError(f"{solo}: no solo shape measured on both GPUs")
     out = ["| family | shapes | measured ratio, median | carried ratio, median | carried: median abs error | "
@@ -140,21 +149,51 @@ def solo_table(solo: Path, profile: Profile, reference: Profile) -> list[str]:
         out.append(f"| {family} | {len(points)} | {med(h / t for h, _, t in points):.2f} | "
                    f"{med(c / t for _, c, t in points):.2f} | {med(abs(c / h - 1) for h, c, _ in points):.1%} | "
                    f"{med(abs(t / h - 1) for h, _, t in points):.1%} |")
+    return [*out, "", *drawn_table(drawn, origin.hbm_GBps, per_byte_ceiling(profile, reference))]
+
+
+def per_byte_ceiling(profile: Profile, reference: Profile) -> float:
+    """The second GPU's HBM ceiling on the first's measured basis: the first's, scaled by the datasheet figures."""
+    datasheet = load_profile(f"{reference.name}-datasheet")
+    return reference.ceilings.hbm_GBps.value * profile.ceilings.hbm_GBps.value / datasheet.ceilings.hbm_GBps.value
+
+
+def drawn_table(drawn: dict[str, list[tuple[float, float]]], there: float, here: float) -> list[str]:
+    """The measured ratio binned by the bandwidth each shape drew on the first GPU (bytes over its whole time),
+    beside 1 + drawn × (1/here − 1/there): every byte taking the two HBM ceilings' difference longer."""
+    edges = (0.0, 1000.0, 2000.0, 3000.0, 4000.0, float("inf"))
+    out = ["| family | GB/s drawn on the first GPU | shapes | measured ratio, median | per-byte law at the median |",
+           "| --- | --- | ---: | ---: | ---: |"]
+    for family in ("gemm", "elementwise", "grouped_gemm"):
+        for lo, hi in itertools.pairwise(edges):
+            inside = [(b, r) for b, r in drawn.get(family, []) if lo <= b < hi]
+            if not inside:
+                continue
+            b = statistics.median(b for b, _ in inside)
+            span = f"{lo:.0f}–{hi:.0f}" if hi < float("inf") else f"≥ {lo:.0f}"
+            out.append(f"| {family} | {span} | {len(inside)} | {statistics.median(r for _, r in inside):.2f} | "
+                       f"{1 + b * (1 / here - 1 / there):.2f} |")
     return out
 
 
-def markdown(profile_name: str = "h100", reference_name: str = "h200", solo: Path | None = None) -> str:
-    """The report: the kernel roles' ratios at 1 token, the layer's per token count, and the solo shapes."""
+def markdown(profile_name: str = "h100", reference_name: str = "h200") -> str:
+    """The report: the kernel roles' ratios at 1 token, then the layer's per token count."""
     profile, reference = load_profile(profile_name), load_profile(reference_name)
     first, second = role_durations(FIRST), role_durations([SECOND])
     head = (f"Second GPU: {profile.hardware.gpu} (profile {profile.describe()}); first: {reference.hardware.gpu} "
             f"(profile {reference.describe()}). Traces: {', '.join(map(str, FIRST))} against {SECOND}; layer times: "
             f"the timed graphs of {', '.join(map(str, FIRST_TIMED))} against {', '.join(map(str, SECOND_TIMED))}.")
-    parts = [head, "", *kernel_table(first, second, profile, reference), "", *layer_table(profile, reference)]
-    if solo is not None:
-        parts += ["", f"Solo shapes: {FIRST_SOLO} against {solo} (graph-chain periods minus each profile's node "
-                      "gap).", "", *solo_table(solo, profile, reference)]
-    return "\n".join(parts)
+    return "\n".join([head, "", *kernel_table(first, second, profile, reference), "",
+                      *layer_table(profile, reference)])
+
+
+def solo_markdown(solo: Path, profile_name: str = "h100", reference_name: str = "h200") -> str:
+    """The solo shapes' report (``--solo``)."""
+    profile, reference = load_profile(profile_name), load_profile(reference_name)
+    head = (f"Second GPU: {profile.hardware.gpu} (profile {profile.describe()}); first: {reference.hardware.gpu} "
+            f"(profile {reference.describe()}). Solo shapes: {' and '.join(map(str, FIRST_SOLO))} against {solo} "
+            "(graph-chain periods minus each profile's node gap).")
+    return "\n".join([head, "", *solo_table(solo, profile, reference)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -164,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solo", type=Path, default=None,
                     help="a microbench folder measured on the second GPU: compare every solo shape both measured")
     args = ap.parse_args(argv)
-    return print_or_fail(lambda: markdown(args.profile, args.reference, args.solo))
+    if args.solo is not None:
+        return print_or_fail(lambda: solo_markdown(args.solo, args.profile, args.reference))
+    return print_or_fail(lambda: markdown(args.profile, args.reference))
 
 
 if __name__ == "__main__":

@@ -248,6 +248,7 @@ def _graph_decisions(runs: tuple[str, ...], reference: str | None) -> str:
 # H200's measured quantities carried)
 H100 = "calibration/measurements/h100/2026-12-05"
 H100_SMALL, H100_LARGE = f"{H100}/layer_traces_small", f"{H100}/layer_traces_large"
+H100_SOLO = "calibration/measurements/h100/2026-12-06/microbench"
 H100_RUNS = (H100_SMALL, H100_LARGE, f"{H100}/layer_traces_large_repeat")
 
 
@@ -402,6 +403,12 @@ def _chip_transfer() -> str:
     return chip_transfer.markdown() + "\n"
 
 
+def _chip_transfer_solo() -> str:
+    import chip_transfer  # benchmarks/chip_transfer.py
+
+    return chip_transfer.solo_markdown(Path(H100_SOLO)) + "\n"
+
+
 def _corun_forms() -> str:
     from simulator.validation_markdown import corun_forms_markdown
 
@@ -510,6 +517,8 @@ BLOCKS: dict[str, Block] = {
         VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in H100_RUNS)
         + f" --profile {profile}", partial(_shape_decisions, H100_RUNS, profile)) for profile in ("h100", "h200")},
     "transfer-h100-chip": Block(VALIDATION, "python benchmarks/chip_transfer.py", _chip_transfer),
+    "transfer-h100-solo": Block(VALIDATION, f"python benchmarks/chip_transfer.py --solo {H100_SOLO}",
+                                _chip_transfer_solo),
     "decode-shape-geometry": Block(VALIDATION, "python benchmarks/shape_geometry.py", _shape_geometry),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
