@@ -18,9 +18,11 @@ copies from the calibrated profile, each with a source that says it was carried 
 - the ``resident`` mode of the GEMM families (which SM resources a running GEMM holds: read from the calibrated
   GPU's traced kernels, so a statement about its libraries' kernels, not the other vendor's);
 - with ``--kernel-tables``, only for a GPU of the same chip (the H100 from the H200: one GH100 die, the same SMs,
-  clocks and libraries; only the HBM differs): the measured kernel tables and the fitted kernel families. Each
-  table records the GPU it was measured on, and the cost model moves the share of a looked-up time the family's
-  roofline spends streaming to this GPU's ceilings (``simulator.cost.transferred_time``); the rest stays.
+  clocks and libraries; only the HBM differs): the measured kernel tables and the fitted kernel families, each
+  family at its measured rate capped by the target's ceiling (:func:`with_kernel_tables`). The profile records
+  the GPU, ceilings and families the tables were measured under (``kernel_tables_from``), and the cost model moves
+  the share of a looked-up time the family's roofline spends streaming there to the family's rate here
+  (``simulator.cost.transferred_time``); the rest stays as measured.
 
 With ``--score-runs``, runs measured on the target GPU (each run's ``env.json`` names it) score the carried
 profile's multi_stream choices (``fit.decisions``, as ``moesim calibrate`` records them; ``moesim thresholds``
@@ -155,9 +157,9 @@ def with_decisions(doc: dict[str, Any], runs: Sequence[Path]) -> None:
     InputError): its multi_stream choices' regret (``calibration.fit.decisions_report``) into ``fit.decisions``."""
     profile = parse_profile(doc, str(doc.get("name")))
     for run in runs:
-        gpus = {json.loads(env.read_text()).get("device_name") for env in sorted(run.rglob("env.json"))}
+        gpus = {json.loads(env.read_text()).get("device_name") for env in sorted(run.rglob("env.json"))} - {None}
         if not gpus:
-            raise InputError(f"--score-runs {run}: no env.json says which GPU measured it")
+            raise InputError(f"--score-runs {run}: no env.json names the GPU that measured it")
         if gpus != {profile.hardware.gpu}:
             raise InputError(f"--score-runs {run}: measured on {', '.join(sorted(map(str, gpus)))}, not on "
                              f"{profile.hardware.gpu}")

@@ -150,7 +150,10 @@ class TableOrigin(_Model):
 
     def family(self, name: str) -> KernelFamily:
         """That GPU's family of this name, else its ``default`` (as :meth:`Profile.family`)."""
-        return self.families.get(name) or self.families["default"]
+        fam = self.families.get(name) or self.families.get("default")
+        if fam is None:
+            raise InputError(f"kernel_tables_from ({self.gpu}): no kernel family {name!r} and no 'default'")
+        return fam
 
 
 class Interference(_Model):
