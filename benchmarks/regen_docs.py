@@ -195,6 +195,18 @@ def _graph_points(run: str, sharing: str, reference: str | None = None) -> list:
     return wg.points(ROOT / run, sharing, ROOT / reference if reference else None)
 
 
+def _whatif_graph_eager(runs: tuple[str, ...], reference: str, eager: str) -> str:
+    """The graph traces' what-if asked on the points' eager traces with the graph durations (``--eager``)."""
+    import whatif_graph_traces as wg
+
+    found = [p for run in runs for p in wg.points(ROOT / run, "placement", ROOT / reference, None, ROOT / eager)]
+    return wg.markdown(found, "measured gain (reference run)") + "\n"
+
+
+def _graph_eager_cmd(runs: tuple[str, ...], reference: str, eager: str) -> str:
+    return f"python benchmarks/whatif_graph_traces.py {' '.join(runs)} --reference {reference} --eager {eager}"
+
+
 def _whatif_graph_traces(run: str, sharing: str = "profile", reference: str | None = None) -> str:
     import whatif_graph_traces as wg
 
@@ -493,6 +505,12 @@ BLOCKS: dict[str, Block] = {
     "decode-whatif-decisions-layout-means": Block(
         VALIDATION, f"python benchmarks/whatif_graph_traces.py {LAYER_TRACES} {LAYER_TRACES_HELDOUT} --reference "
         f"{LAYOUT_MEANS} --decisions", partial(_graph_decisions, (LAYER_TRACES, LAYER_TRACES_HELDOUT), LAYOUT_MEANS)),
+    "decode-whatif-graph-eager-layout-means": Block(
+        VALIDATION, _graph_eager_cmd((LAYER_TRACES, LAYER_TRACES_HELDOUT), LAYOUT_MEANS, EAGER_TRACES),
+        partial(_whatif_graph_eager, (LAYER_TRACES, LAYER_TRACES_HELDOUT), LAYOUT_MEANS, EAGER_TRACES)),
+    **{f"{prefix}-graph-eager": Block(VALIDATION, _graph_eager_cmd((graph,), means, eager),
+                                      partial(_whatif_graph_eager, (graph,), means, eager))
+       for prefix, eager, means, graph in HELD_OUT_SETS if graph},
     "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
     "decode-whatif-eager-traces": Block(VALIDATION, _eager_cmd(False), partial(_whatif_eager_traces, False)),
     "decode-whatif-eager-decisions": Block(VALIDATION, _eager_cmd(True), partial(_whatif_eager_traces, True)),

@@ -12,6 +12,12 @@ The what-if runs with block placement, ``moesim whatif trace``'s default; ``--sh
 profile's fitted sharing form instead. ``--reference RUN`` takes the measured gains from another run (the layout
 means); ``--decisions`` scores the what-if as a multi_stream policy over all the runs given.
 
+A graph replay records no operator shapes, so the graph trace alone leaves every kernel's bytes unknown: its GEMMs
+draw no HBM in the model and the latency-bound kernels beside them are not slowed by it. ``--eager DIR`` asks the
+what-if as ``moesim whatif trace --help`` tells a CUDA-graph user to: the point's sequential *eager* trace (shapes
+recorded: DIR/traces/PRESET_tTOKENS_sequential_eager.json.gz) with ``--launch graph`` and ``--durations-from``
+the graph trace (the graph replay's kernel durations, by position); points without an eager trace are left out.
+
     PYTHONPATH=. python benchmarks/whatif_graph_traces.py calibration/measurements/h200/2026-12-03/layer_traces
 """
 
@@ -65,11 +71,12 @@ def aux_positions(sequential: list[lo.Kernel], multi_stream: list[lo.Kernel]) ->
 
 
 def points(run: Path, sharing: str = "placement", reference: Path | None = None,
-           profile: str | None = None) -> list[Point]:
+           profile: str | None = None, eager: Path | None = None) -> list[Point]:
     """The what-if on each sequential graph trace of ``run``; measured gains from ``run``'s timings, or from
     ``reference`` (a run of the same points, e.g. the layout means of ``kernels_real.layout_probe``: the mean of
     its records' medians per strategy), only the points it measured; ``profile``: a profile name (default: the
-    shipped one matching the traced GPU)."""
+    shipped one matching the traced GPU); ``eager``: a folder of the points' sequential eager traces, asked with
+    the graph trace's durations (the module docstring), only the points it traced."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
     if not (run / "cases.json").is_file():
@@ -82,18 +89,21 @@ def points(run: Path, sharing: str = "placement", reference: Path | None = None,
             continue
         seq_layer, ms_layer = lo.layers_of(seq_record, 1)[0], lo.layers_of(ms_record, 1)[0]
         positions = aux_positions(seq_layer, ms_layer)
-        if not positions:
+        graph_trace = run / seq_record["trace"]
+        eager_trace = eager / "traces" / f"{preset}_t{tokens}_sequential_eager.json.gz" if eager else None
+        if not positions or (eager_trace is not None and not eager_trace.is_file()):
             continue
         spec = ranges(positions)
-        result = run_whatif(run / seq_record["trace"], None, launch="graph", progress=False, aux_kernels=spec,
-                            join_after_kernel=str(len(seq_layer) - 2), sharing=sharing,
-                            profile=profile)
+        result = run_whatif(eager_trace or graph_trace, None, launch="graph", progress=False, aux_kernels=spec,
+                            join_after_kernel=str(len(seq_layer) - 2), sharing=sharing, profile=profile,
+                            durations_from=graph_trace if eager_trace is not None else None)
         out.append(Point(preset, tokens, spec, measured[(preset, tokens)],
                          1 - (result.whatif_layer_us or 0.0) / result.baseline_layer_us,
                          result.profile.describe() + sharing_label(sharing)))
     if not out:
         raise InputError(f"{run}: no point with sequential and multi_stream graph traces and timings"
-                         + (f" that {reference} measured too" if reference is not None else ""))
+                         + (f" that {reference} measured too" if reference is not None else "")
+                         + (f" and an eager trace in {eager}" if eager is not None else ""))
     return out
 
 
@@ -136,11 +146,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="print the what-if's decisions scored as a policy (regret) instead of the points")
     ap.add_argument("--margin", type=float, default=0.005, help="--decisions: the policy's margin (default 0.005)")
     ap.add_argument("--profile", help="the what-if's profile (default: the shipped one matching the traced GPU)")
+    ap.add_argument("--eager", type=Path,
+                    help="a folder of the points' sequential eager traces (shapes): ask the what-if on those with the "
+                         "graph traces' durations, as moesim whatif trace --help says for CUDA graphs")
     args = ap.parse_args(argv)
     label = "measured gain" if args.reference is None else "measured gain (reference run)"
 
     def report() -> str:
-        found = [p for run in args.run for p in points(run, args.sharing, args.reference, args.profile)]
+        if args.eager is not None and not args.eager.is_dir():
+            raise InputError(f"--eager {args.eager}: no such folder")
+        found = [p for run in args.run for p in points(run, args.sharing, args.reference, args.profile, args.eager)]
         return decisions_markdown(found, args.margin) if args.decisions else markdown(found, label)
     return print_or_fail(report)
 

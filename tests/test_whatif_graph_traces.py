@@ -103,3 +103,34 @@ def test_decisions_score_the_what_if_as_a_policy() -> None:
     assert "| what-if | 0.33 | 1.00 | a t4 | 2/3 |" in text
     assert "| always | 1.00 | 2.00 | a t2 | 3/3 |" in text
     assert "the what-if beats always: mean regret 0.33 vs 1.00 points, worst 1.00 vs 2.00" in text
+
+
+def test_a_graph_trace_alone_says_its_gemms_carry_no_shapes(capsys) -> None:
+    """A graph replay records no operator shapes: the what-if says so and names the remedy; the eager trace of the
+    same point (shapes recorded) with --durations-from the graph trace does not need the note."""
+    code, out, _ = _whatif(capsys)
+    assert code == 0 and any("carries its operator's shapes" in n for n in json.loads(out)["notes"])
+    eager = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03" / "eager_traces" / "traces"
+    from tests.test_cli_hardening import moesim
+
+    code, out, _ = moesim(["whatif", "trace", str(eager / "deepseek_v3_t2_sequential_eager.json.gz"), "--launch",
+                           "graph", "--aux-kernels", "0-4", "--durations-from",
+                           str(LAYER_TRACES / "deepseek_v3_t2_sequential_graph.json.gz"), "--json"], capsys)
+    assert code == 0 and not any("carries its operator's shapes" in n for n in json.loads(out)["notes"])
+
+
+def test_eager_traces_ask_the_what_if_with_the_graph_durations() -> None:
+    """``--eager``: the points whose eager trace the folder holds, their layout of aux ops unchanged; a point the
+    folder lacks is left out, and a folder that holds none of them is a one-line error."""
+    run = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03" / "layer_traces"
+    eager = ROOT / "calibration" / "measurements" / "h200" / "2026-12-03" / "eager_traces"
+    graph_only = {(p.preset, p.tokens): p for p in _script().points(run)}
+    with_shapes = _script().points(run, eager=eager)
+    assert with_shapes and {(p.preset, p.tokens) for p in with_shapes} <= set(graph_only)
+    for p in with_shapes:
+        assert p.aux_kernels == graph_only[(p.preset, p.tokens)].aux_kernels
+        assert p.measured_gain == graph_only[(p.preset, p.tokens)].measured_gain and math.isfinite(p.predicted_gain)
+    from simulator.errors import InputError
+
+    with pytest.raises(InputError, match="and an eager trace in"):
+        _script().points(run, eager=ROOT / "tests")

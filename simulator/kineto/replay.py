@@ -7,6 +7,7 @@ layer calls) is replayed whole; its per-layer figures are the replayed spans div
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from simulator.kineto.events import Trace
 from simulator.kineto.overlay import overlay_durations
 from simulator.kineto.program import (
     HostTrace,
+    Item,
     LaunchMode,
     attach_demand,
     compile_program,
@@ -283,6 +285,11 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
     if durations_from is not None:
         durations, traced_gap = overlay_durations(host, read_trace(durations_from, progress=progress), layers)
         attach_demand(host.items, trace, host.device, prof)
+    if shapeless_gemms(host.items):
+        notes.append("no GEMM kernel of the trace carries its operator's shapes (a CUDA-graph replay records none): "
+                     "their bytes, so the HBM they draw, are unknown, and the latency-bound kernels beside them are "
+                     "not slowed by it (the gain tends to come out too high); give the same steps' eager "
+                     "trace as TRACE with --durations-from this one")
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
     comms = mark_comm(host.items, prof)
@@ -324,6 +331,13 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         report.instances, report.moved = move.instances, move.moved
         report.notes += move.notes
     return report
+
+
+def shapeless_gemms(items: Sequence[Item]) -> bool:
+    """Whether the trace has GEMM kernels and none of them carries its bytes (the operator's shapes)."""
+    gemms = [item.demand for item in items
+             if item.demand is not None and item.demand.family in ("gemm", "grouped_gemm")]
+    return bool(gemms) and all(d.nbytes is None for d in gemms)
 
 
 def sharing_model(profile: Profile, sharing: SharingForm) -> SharingModel:
