@@ -261,6 +261,7 @@ def _graph_decisions(runs: tuple[str, ...], reference: str | None) -> str:
 H100 = "calibration/measurements/h100/2026-12-05"
 H100_SMALL, H100_LARGE = f"{H100}/layer_traces_small", f"{H100}/layer_traces_large"
 H100_SOLO = "calibration/measurements/h100/2026-12-06/microbench"
+H100_MEANS = "calibration/measurements/h100/2026-12-06/layout_means"
 H100_RUNS = (H100_SMALL, H100_LARGE, f"{H100}/layer_traces_large_repeat")
 
 
@@ -534,6 +535,14 @@ BLOCKS: dict[str, Block] = {
     **{f"transfer-h100-shape-{profile}": Block(
         VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in H100_RUNS)
         + f" --profile {profile}", partial(_shape_decisions, H100_RUNS, profile)) for profile in ("h100", "h200")},
+    "transfer-h100-whatif-layout-means": Block(VALIDATION, _graph_traces_cmd(H100_SMALL, "placement", H100_MEANS),
+                                               partial(_whatif_graph_traces, H100_SMALL, "placement", H100_MEANS)),
+    "transfer-h100-whatif-layout-means-decisions": Block(
+        VALIDATION, _graph_traces_cmd(H100_SMALL, "placement", H100_MEANS) + " --decisions",
+        partial(_graph_decisions, (H100_SMALL,), H100_MEANS)),
+    "transfer-h100-shape-layout-means": Block(
+        VALIDATION, f"python benchmarks/decisions.py --run {H100_MEANS} --profile h100",
+        partial(_shape_decisions, (H100_MEANS,), "h100")),
     "transfer-h100-chip": Block(VALIDATION, "python benchmarks/chip_transfer.py", _chip_transfer),
     "transfer-h100-solo": Block(VALIDATION, f"python benchmarks/chip_transfer.py --solo {H100_SOLO}",
                                 _chip_transfer_solo),
