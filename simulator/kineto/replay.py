@@ -286,10 +286,11 @@ def _run_whatif(path: str | Path, region: str | None, *, join_after: str | None,
         durations, traced_gap = overlay_durations(host, read_trace(durations_from, progress=progress), layers)
         attach_demand(host.items, trace, host.device, prof)
     if shapeless_gemms(host.items):
-        notes.append("no GEMM kernel of the trace carries its operator's shapes (a CUDA-graph replay records none): "
-                     "their bytes, so the HBM they draw, are unknown, and the latency-bound kernels beside them are "
-                     "not slowed by it (the gain tends to come out too high); give the same steps' eager "
-                     "trace as TRACE with --durations-from this one")
+        notes.append("no GEMM kernel of the trace carries its operator's shapes (a CUDA-graph replay records none; an "
+                     "eager trace needs the profiler's record_shapes): their bytes, so the HBM they draw, are unknown, "
+                     "and the latency-bound kernels beside them are not slowed by it (the gain tends to come out too "
+                     "high); trace with shapes, and for CUDA graphs give the same steps' eager trace as TRACE with "
+                     "--durations-from the graph trace")
     if layers > 1:
         notes.append(f"the trace holds {layers} layer calls: replayed whole, per-layer figures are spans / {layers}")
     comms = mark_comm(host.items, prof)
