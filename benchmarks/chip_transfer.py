@@ -40,6 +40,7 @@ FIRST_TIMED = [H200 / "kernels_real9"]
 FIRST_SOLO = (Path("calibration/measurements/h200/2026-12-02/microbench"),
               Path("calibration/measurements/h200/2026-12-04/microbench_grouped"))
 ROLES = ("shared_gemm_gate_up", "shared_gemm_down", "grouped_mm_gate_up", "grouped_mm_down")
+REPLAYS = 3  # back-to-back replays per graph trace in these runs (gpu_session.sh layertraces: --graph-trace-replays 3)
 
 
 def role_durations(runs: Sequence[Path], tokens: int = 1) -> dict[str, dict[str, float]]:
@@ -50,7 +51,7 @@ def role_durations(runs: Sequence[Path], tokens: int = 1) -> dict[str, dict[str,
             if record["strategy"] != "sequential" or int(record["tokens"]) != tokens:
                 continue
             per_role: dict[str, list[float]] = {}
-            for layer in layers_of(record, 3):
+            for layer in layers_of(record, REPLAYS):
                 dense = [k for k in layer if is_gemm(k["name"]) and not is_grouped_gemm(k["name"])]
                 grouped = [k for k in layer if is_grouped_gemm(k["name"])]
                 found = [*zip(ROLES[:2], dense[:2], strict=False), *zip(ROLES[2:], grouped[:2], strict=False)]
@@ -67,6 +68,7 @@ def launch_durations(profile: Profile, preset: str, tokens: int = 1) -> dict[str
 
 
 def kernel_table(first: dict, second: dict, profile: Profile, reference: Profile) -> list[str]:
+    """Per role, the second GPU's traced duration over the first's beside the carried model's ratio."""
     presets = sorted(set(first) & set(second))
     if not presets:
         raise InputError("no preset traced at 1 token on both GPUs")
@@ -94,6 +96,7 @@ def weight_bytes(preset: str, role: str) -> float:
 
 
 def layer_table(profile: Profile, reference: Profile) -> list[str]:
+    """Per token count, the sequential layer's measured time ratio between the GPUs beside the simulated one."""
     first, second = graph_pairs(FIRST_TIMED), graph_pairs(SECOND_TIMED)
     by_tokens: dict[int, tuple[list[float], list[float]]] = {}
     for key in sorted(set(first) & set(second)):
@@ -111,7 +114,8 @@ def layer_table(profile: Profile, reference: Profile) -> list[str]:
 
 def solo_table(solo: Path, profile: Profile, reference: Profile) -> list[str]:
     """Per family, the solo shapes both GPUs measured: the carried prediction's and the unchanged first GPU's
-    time's median |error| against the second GPU's measurement, and the median measured and predicted ratios."""
+    time's median |error| against the second GPU's measurement, and the median measured and predicted ratios; then
+    the measured ratio by the bandwidth each shape drew on the first GPU (:func:`drawn_table`)."""
     origin = profile.kernel_tables_from
     if origin is None:
         raise InputError(f"{profile.name}: no kernel tables carried from another GPU (kernel_tables_from)")
