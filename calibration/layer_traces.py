@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError
+from simulator.kineto.demand import is_gemv, name_family
 from simulator.kineto.overlay import occurrence_keys
 
 Kernel = dict[str, Any]
@@ -66,8 +67,6 @@ def is_grouped_gemm(name: str) -> bool:
 
 
 def is_gemm(name: str) -> bool:
-    """Whether a kernel is one of the layer's GEMMs (cuBLAS nvjet / xmma / SIMT / GEMV, CUTLASS grouped), not a
-    split-K reduction or the grouped GEMM's data preparation."""
-    low = name.lower()
-    return (any(tag in low for tag in ("nvjet", "gemm", "xmma", "gemv", "dot_kernel"))
-            and "splitkreduce" not in low and "prepare" not in low)
+    """Whether a kernel is one of the layer's GEMMs (a GEMM or GEMV by its name, as the trace what-if families it:
+    ``simulator.kineto.demand.name_family``), not the grouped GEMM's data preparation."""
+    return (name_family(name) in ("gemm", "grouped_gemm") or is_gemv(name)) and "prepare" not in name

@@ -90,7 +90,12 @@ def op_family(op: GpuOp, cpu: CpuOp | None) -> str:
         if base in ("sort", "argsort", "index_select", "gather", "scatter", "scatter_add", "index_add",
                     "index", "index_put", "scatter_add_"):
             return "permute"
-    name = op.name.lower()
+    return name_family(op.name)
+
+
+def name_family(kernel: str) -> str:
+    """Kernel family from the kernel's name alone (library naming conventions)."""
+    name = kernel.lower()
     if any(tag in name for tag in _MOE_GEMM_KERNELS):
         return "grouped_gemm"
     if any(tag in name for tag in ("gemm", "matmul", "xmma", "cutlass", "wgmma", "nvjet", "hgemm")):
@@ -98,6 +103,11 @@ def op_family(op: GpuOp, cpu: CpuOp | None) -> str:
     if "topk" in name:
         return "topk"
     return "elementwise"
+
+
+def is_gemv(kernel: str) -> bool:
+    """Whether a kernel is one of cuBLAS's matrix-vector kernels (a router GEMM at one token)."""
+    return any(tag in kernel for tag in _GEMV_KERNELS)
 
 
 def shape_cost(cpu: CpuOp) -> tuple[float | None, float | None]:
@@ -186,7 +196,7 @@ def kernel_demand(op: GpuOp, cpu: CpuOp | None, cpu_busy_us: float, dev: DeviceP
 def tracks_placement(op: GpuOp, family: str) -> bool:
     """Whether block placement follows this kernel's launch geometry: GEMM kernels (of family ``gemm`` or
     ``grouped_gemm``, cuBLAS's dot / GEMV kernels included)."""
-    return op.kind == "kernel" and (family in ("gemm", "grouped_gemm") or any(tag in op.name for tag in _GEMV_KERNELS))
+    return op.kind == "kernel" and (family in ("gemm", "grouped_gemm") or is_gemv(op.name))
 
 
 def block_warps(op: GpuOp, dev: DeviceProps | None) -> int | None:
