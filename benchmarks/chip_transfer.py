@@ -74,12 +74,14 @@ def kernel_table(first: dict, second: dict, profile: Profile, reference: Profile
         raise InputError("no preset traced at 1 token on both GPUs")
     rows = ["| kernel (1 token) | points | measured ratio, median (range) | carried model's ratio, median | "
             "first GPU's stream rate of the weights, median (GB/s) |", "| --- | ---: | --- | ---: | ---: |"]
+    here = {p: launch_durations(profile, p) for p in presets}
+    there = {p: launch_durations(reference, p) for p in presets}
     for role in ROLES:
         both = [p for p in presets if role in first[p] and role in second[p]]
         if not both:
             continue
         measured = [second[p][role] / first[p][role] for p in both]
-        model = [launch_durations(profile, p)[role] / launch_durations(reference, p)[role] for p in both]
+        model = [here[p][role] / there[p][role] for p in both]
         rate = "–"
         if role.startswith("shared"):
             rates = [weight_bytes(p, role) / first[p][role] / 1e3 for p in both]
