@@ -338,6 +338,14 @@ def _latency_classes() -> str:
     return lc.markdown(rows, _profile(), runs) + "\n"
 
 
+def _grouped_shards(runs: tuple[str, ...] = (), profile: str = "h200") -> str:
+    import grouped_shards as gs  # benchmarks/grouped_shards.py
+
+    from simulator.profile import load_profile
+
+    return gs.markdown([ROOT / r for r in runs] or list(gs.DEFAULT_RUNS), load_profile(profile)) + "\n"
+
+
 def _overlap_windows(run: str) -> str:
     import overlap_windows as ow  # benchmarks/overlap_windows.py
 
@@ -513,6 +521,10 @@ BLOCKS: dict[str, Block] = {
                                       partial(_whatif_graph_eager, (graph,), means, eager))
        for prefix, eager, means, graph in HELD_OUT_SETS if graph},
     "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
+    "decode-grouped-shards": Block(VALIDATION, "python benchmarks/grouped_shards.py", _grouped_shards),
+    "transfer-h100-grouped-shards": Block(VALIDATION, f"python benchmarks/grouped_shards.py {H100_SMALL} {H100_LARGE} "
+                                                      "--profile h100",
+                                          lambda: _grouped_shards((H100_SMALL, H100_LARGE), "h100")),
     "decode-whatif-eager-traces": Block(VALIDATION, _eager_cmd(False), partial(_whatif_eager_traces, False)),
     "decode-whatif-eager-decisions": Block(VALIDATION, _eager_cmd(True), partial(_whatif_eager_traces, True)),
     **{f"{prefix}-eager{suffix}": Block(VALIDATION, _eager_cmd(decisions, eager, means),

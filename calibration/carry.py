@@ -19,7 +19,8 @@ copies from the calibrated profile, each with a source that says it was carried 
   GPU's traced kernels, so a statement about its libraries' kernels, not the other vendor's);
 - with ``--kernel-tables``, only for a GPU of the same chip (the H100 from the H200: one GH100 die, the same SMs,
   clocks and libraries; only the HBM differs): the measured kernel tables and the fitted kernel families, each
-  family at its measured rate capped by the target's ceiling (:func:`with_kernel_tables`). The profile records
+  family at its measured rate capped by the target's ceiling, and the grouped GEMM's shard law
+  (:func:`with_kernel_tables`). The profile records
   the GPU, ceilings and families the tables were measured under (``kernel_tables_from``), and the cost model moves
   the share of a looked-up time the family's roofline spends streaming there to the family's rate here
   (``simulator.cost.transferred_time``); the rest stays as measured.
@@ -146,6 +147,10 @@ def with_kernel_tables(doc: dict[str, Any], source: Profile, source_datasheet: P
         key: {**table.model_dump(), "source": f"NOT measured on {gpu}: measured on {where}, the same chip (the "
                                               f"streaming share moves to this GPU: kernel_tables_from): {table.source}"}
         for key, table in source.kernel_tables.items()}
+    law = source.grouped_shard_law
+    if law is not None:  # the same kernel on the same SMs; a shard's time is a ratio on the carried tables
+        doc["grouped_shard_law"] = {**law.model_dump(),
+                                    "source": f"NOT measured on {gpu}: {where}, the same chip: {law.source}"}
     doc["kernel_tables_from"] = {
         "gpu": source.hardware.gpu, "hbm_GBps": hbm, "bf16_tflops": tensor,
         "families": {name: family.model_dump() for name, family in source.kernel_families.items()},

@@ -29,6 +29,7 @@ from calibration.fit_graph_corun import (
     load_records,
     pieces_of,
 )
+from calibration.fit_grouped_law import grouped_shard_law
 from calibration.fit_host import fit_host_costs, fit_idle_launch
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
@@ -436,7 +437,8 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
     S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load, measured in
     situ where the folder has layer traces and the eager traces of their points
-    (``calibration.fit_latency_in_situ``), else from the placement probe's runs, and from its router runs the
+    (``calibration.fit_latency_in_situ``), with the grouped GEMM's shard law from the same layer traces
+    (``calibration.fit_grouped_law``), else from the placement probe's runs, and from its router runs the
     warps an SM runs at full speed
     (``calibration.fit_latency``); then the decisions it makes on the folder's bench runs, and those of the trace
     what-if on its decode sets (``calibration.fit_whatif``)."""
@@ -483,6 +485,8 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
                                                        f"{_rel(layer_traces)}, {_rel(eager_traces)}",
                                                        holdout_presets, profile)
         doc["measurements"] += [_rel(layer_traces / "kernels.json.gz"), _rel(eager_traces / "traces")]
+        say("fitting the grouped GEMM's shard law on the layer traces' grouped kernels")
+        doc["grouped_shard_law"] = grouped_shard_law(layer_traces, _rel(layer_traces), profile, holdout_presets)
     elif all((probe / f"placement_probe_{op}.json.gz").is_file() for op in LATENCY_OPS):
         say("reading the latency-bound kernels' slowdown under HBM load from the placement probe")
         doc["memory_latency"] = memory_latency(probe, profile.hbm_bytes_per_us, _rel(probe))

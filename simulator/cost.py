@@ -13,6 +13,10 @@ otherwise keep a many-row problem (a fused shared pseudo-expert of every token) 
 A profile whose tables were measured on another GPU of the same chip (``kernel_tables_from``: carried by
 ``calibration.carry --kernel-tables``) moves the share of a looked-up time that family's roofline spends streaming
 there to its own family's rate here (:func:`transferred_time`); the rest stays as measured.
+A grouped GEMM of a shape without a table of its own is costed by the profile's ``grouped_shard_law`` (per-kernel,
+per-round and weight-streaming terms in µs, µs and GB/s, fitted to the calibration split's traced grouped kernels;
+:func:`untabled_grouped_time`): a tensor-parallel shard as the table of the whole-expert shape it was cut from
+scaled by the law's ratio of the two shapes, a shape of a model never measured by the law alone.
 Otherwise:
 
 ``dur = latency + max(bytes / (B·bw_eff·f), flops' / (C·tc_eff·f))`` where B and C are the profile's HBM
@@ -24,8 +28,8 @@ carries ``bw = bytes / dur / B`` and ``tc = flops' / dur / C``: what the kernel 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from simulator.ir import Launch
 from simulator.profile import KernelFamily, Profile, TableOrigin
@@ -139,17 +143,58 @@ def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     op_fam = profile.kernel_families.get(f"op:{spec.op_key}") if spec.op_key and table is None else None
     fam = op_fam or profile.family(spec.family)
     hbm, tensor = profile.hbm_bytes_per_us, profile.tensor_flops_per_us
+    by_law = untabled_grouped_time(spec, profile) if table is None else None
     if table is not None:
         dur = table.fixed_us + sum(n * table_lookup(table.points, x, spec.flops_per_x, tensor)
                                    for x, n in ((spec.x, spec.count), *spec.parts))
         if profile.kernel_tables_from is not None:
             dur = transferred_time(dur, spec, fam, profile.kernel_tables_from, hbm, tensor)
+    elif by_law is not None:
+        dur = by_law
     else:
         dur = solo_time(fam, spec.flops, spec.bytes, spec.sm, spec.rows, hbm, tensor)
     busy = max(dur, 1e-9)
     tc = padded_flops(spec.flops, spec.rows, fam.tile_m) / busy / tensor
+    measured = table is not None or by_law is not None
     return KernelCost(dur_us=dur, sm=resident_share(fam, spec.sm, spec.rows), bw=min(1.0, spec.bytes / busy / hbm),
-                      tc=min(1.0, tc), kernels=1 if table is not None else fam.kernels)
+                      tc=min(1.0, tc), kernels=1 if measured else fam.kernels)
+
+
+def table_dims(key: str) -> tuple[str, dict[str, int]]:
+    """A table key's op and fixed dims (the inverse of :func:`table_key`)."""
+    op, *dims = key.split()
+    return op, {name: int(value) for name, value in (d.split("=") for d in dims)}
+
+
+def whole_expert_table(key: str, tables: Iterable[str]) -> str | None:
+    """The measured grouped-GEMM table a tensor-parallel shard's shape was cut from: the same K and a multiple of
+    N (gate_up: the intermediate split), or the same N and a multiple of K (down); the smallest multiple first."""
+    op, dims = table_dims(key)
+    known = set(tables)
+    for split in (2, 4, 8, 16, 32, 64):
+        for whole in (table_key(op, K=dims["K"], N=dims["N"] * split), table_key(op, K=dims["K"] * split, N=dims["N"])):
+            if whole in known:
+                return whole
+    return None
+
+
+def untabled_grouped_time(spec: KernelSpec, profile: Profile) -> float | None:
+    """A grouped GEMM of a shape without its own table, by the profile's ``grouped_shard_law``: a tensor-parallel
+    shard takes its whole-expert shape's measured time (same experts, rows and parts) × the law's ratio of the two
+    shapes; a shape with no whole-expert table either (a model never measured) the law's own time. None where the
+    profile has no law or the spec no table key."""
+    law = profile.grouped_shard_law
+    if law is None or spec.family != "grouped_gemm" or not spec.table or spec.table in profile.kernel_tables:
+        return None
+    groups = ((spec.x, spec.count), *spec.parts)
+    dims = table_dims(spec.table)[1]
+    own = law.time_us(dims["K"], dims["N"], groups)
+    whole = whole_expert_table(spec.table, profile.kernel_tables)
+    if whole is None:
+        return own
+    whole_dims = table_dims(whole)[1]
+    measured = kernel_cost(replace(spec, table=whole), profile).dur_us
+    return measured * own / law.time_us(whole_dims["K"], whole_dims["N"], groups)
 
 
 def resident_share(fam: KernelFamily, sm: float, rows: int | None) -> float:

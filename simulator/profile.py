@@ -8,6 +8,8 @@ here). Every figure names its source, and :meth:`Profile.describe` is the one-li
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -156,6 +158,39 @@ class TableOrigin(_Model):
         return fam
 
 
+class GroupedShardLaw(_Model):
+    """How a grouped GEMM's time changes between two shapes of the same experts (a tensor-parallel shard and the
+    whole expert): ``fixed_us`` + rounds × ``round_us`` + weight bytes / ``stream_GBps``, where a round is one
+    pass of the ``slots`` persistent CTAs over the output tiles (``tile_m`` rows × ``tile_n`` columns per active
+    expert). The cost model uses it for shapes without a measured table: a shard shape takes the measured time of
+    its whole-expert shape × law(shard) / law(whole), a shape with no whole-expert table either the law's time
+    (``simulator.cost.untabled_grouped_time``)."""
+
+    fixed_us: float = Field(ge=0, description="µs per kernel (launch, prologue, group walk)")
+    round_us: float = Field(ge=0, description="µs per round of tiles (pipeline fill and epilogue of a tile)")
+    stream_GBps: float = Field(gt=0, description="GB/s at which the active experts' weights stream")
+    tile_m: int = Field(64, ge=1, description="output rows of a tile (the traced kernel's CTA tile)")
+    tile_n: int = Field(128, ge=1, description="output columns of a tile")
+    slots: int = Field(ge=1, description="tiles in flight at once: the persistent kernel's CTAs (one per SM)")
+    source: str = Field(min_length=1)
+
+    def time_us(self, K: int, N: int, groups: Sequence[tuple[float, float]]) -> float:
+        """µs for ``groups`` of (rows per expert, experts) of a K × N bf16 expert GEMM."""
+        rounds = tile_rounds(N, groups, self.tile_m, self.tile_n, self.slots)
+        return self.fixed_us + rounds * self.round_us + expert_weight_bytes(K, N, groups) / (self.stream_GBps * 1e3)
+
+
+def tile_rounds(N: int, groups: Sequence[tuple[float, float]], tile_m: int, tile_n: int, slots: int) -> int:
+    """Passes of ``slots`` CTAs over the output tiles of ``groups`` of (rows per expert, experts), N columns."""
+    tiles = sum(n * math.ceil(max(x, 1e-9) / tile_m) * math.ceil(N / tile_n) for x, n in groups)
+    return math.ceil(tiles / slots)
+
+
+def expert_weight_bytes(K: int, N: int, groups: Sequence[tuple[float, float]]) -> float:
+    """The bf16 K × N weights of every expert the groups hit."""
+    return sum(n for _, n in groups) * K * N * 2.0
+
+
 class Interference(_Model):
     """How concurrent kernels share the device: a form and its parameters."""
 
@@ -249,6 +284,9 @@ class Profile(_Model):
     kernel_tables_from: TableOrigin | None = Field(
         None, description="the GPU of the same chip the kernel tables were measured on, where not this one")
     interference: Interference
+    grouped_shard_law: GroupedShardLaw | None = Field(
+        None, description="a grouped GEMM's time for a shape without a table (a shard of a measured shape, or a "
+                          "model never measured); absent: such shapes take the family roofline")
     memory_latency: MemoryLatency | None = Field(
         None, description="latency-bound kernels' slowdown under the others' HBM load (block placement uses it); "
                           "absent: not measured on this GPU")

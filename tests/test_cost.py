@@ -189,3 +189,46 @@ def test_a_carried_table_moves_its_streaming_share_to_this_gpu() -> None:
     assert kernel_cost(big, _carried_table_profile(0.8)).dur_us == pytest.approx(20.0)
     # nothing to stream: the measured time
     assert kernel_cost(KernelSpec("k", "f", table="t", x=1), _carried_table_profile(0.8)).dur_us == 10.0
+
+
+def _shard_law_profile() -> Profile:
+    """A whole-expert grouped table (K=256, N=1024: 20 µs per expert at any rows, 5 µs fixed) and a shard law of
+    10 µs per kernel, 1 µs per round of 4 tiles (64 × 128), 1000 GB/s."""
+    doc = json.loads(_profile().model_dump_json())
+    doc["kernel_tables"] = {table_key("grouped_mm", K=256, N=1024): {
+        "x": "rows per expert", "points": [[1, 20.0], [64, 20.0]], "fixed_us": 5.0, "source": "t"}}
+    doc["grouped_shard_law"] = {"fixed_us": 10.0, "round_us": 1.0, "stream_GBps": 1000.0, "tile_m": 64,
+                                "tile_n": 128, "slots": 4, "source": "t"}
+    return Profile.model_validate(doc)
+
+
+def test_grouped_shard_law_by_hand() -> None:
+    law = _shard_law_profile().grouped_shard_law
+    assert law is not None
+    # 3 experts of 1 row, N=1024: 3 × 8 tiles = 24 tiles / 4 slots = 6 rounds; weights 3 × 256 × 1024 × 2 B
+    weights_us = 3 * 256 * 1024 * 2 / 1e6  # 1000 GB/s = 1e6 B/µs
+    assert law.time_us(256, 1024, ((1.0, 3.0),)) == pytest.approx(10.0 + 6 * 1.0 + weights_us)
+    # 65 rows take two row tiles each: 48 tiles, 12 rounds
+    assert law.time_us(256, 1024, ((65.0, 3.0),)) == pytest.approx(10.0 + 12 * 1.0 + weights_us)
+
+
+def test_a_shape_without_a_table_takes_the_whole_expert_table_scaled_by_the_law() -> None:
+    p = _shard_law_profile()
+    law = p.grouped_shard_law
+    assert law is not None
+    whole = 5.0 + 3 * 20.0  # the table's time for 3 experts of 1 row
+    for shard in (table_key("grouped_mm", K=256, N=256), table_key("grouped_mm", K=64, N=1024)):  # gate_up, down
+        spec = KernelSpec("grouped_mm_gate_up", "grouped_gemm", bytes=1e6, table=shard, x=1.0, count=3.0)
+        k, n = (int(v.split("=")[1]) for v in shard.split()[1:])
+        ratio = law.time_us(k, n, ((1.0, 3.0),)) / law.time_us(256, 1024, ((1.0, 3.0),))
+        assert ratio < 1
+        assert kernel_cost(spec, p).dur_us == pytest.approx(whole * ratio)
+        assert kernel_cost(spec, p).kernels == 1
+    # no whole-expert table (N=384 is no fraction of a measured shape): the law's own time
+    odd = KernelSpec("g", "grouped_gemm", bytes=1e6, table=table_key("grouped_mm", K=256, N=384), x=1.0, count=3.0)
+    assert kernel_cost(odd, p).dur_us == pytest.approx(law.time_us(256, 384, ((1.0, 3.0),)))
+    # no law: the family roofline, as before
+    spec = KernelSpec("g", "grouped_gemm", bytes=1e6, table=table_key("grouped_mm", K=256, N=512), x=1.0, count=3.0)
+    doc = json.loads(p.model_dump_json())
+    doc["grouped_shard_law"] = None
+    assert kernel_cost(spec, Profile.model_validate(doc)).dur_us == pytest.approx(kernel_cost(spec, _profile()).dur_us)
