@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces,
+# graphprobe, decode, ranks, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces,
 # hostcosts),
 # or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
@@ -96,6 +96,17 @@ if has decode; then
     2>&1 | tee "$out/ranks.log" | tail -70
   python3 -m calibration.microbench.graph_corun --out "$out/graph_corun" --budget-s "${CORUN_BUDGET_S:-200}" \
     2>&1 | tee "$out/graph-corun.log" | tail -90
+fi
+if has ranks; then
+  # the decode matrix of other presets (RANKS_PRESETS, each with RANKS_VARIANTS, default @tp2 @tp4 @tp8 @ep8) at
+  # 1..256 tokens, graph mode, sequential vs multi_stream timed interleaved, no traces, into RANKS_DIR
+  variants=""
+  for p in ${RANKS_PRESETS:?RANKS_PRESETS: the presets}; do
+    variants+=" $p"; for v in ${RANKS_VARIANTS:-tp2 tp4 tp8 ep8}; do variants+=" $p@$v"; done
+  done
+  python3 -m kernels_real.bench --out "$out/${RANKS_DIR:-ranks}" --modes graph --strategies sequential multi_stream \
+    --interleave-graph --presets $variants --tokens 1 2 4 8 16 32 64 128 256 --trace-presets \
+    --budget-s "${RANKS_BUDGET_S:-200}" 2>&1 | tee "$out/ranks.log" | tail -70
 fi
 if has layertraces; then
   # the layer at the small-token regime where the model misses (llama4_scout and its TP ranks; deepseek_v3 and

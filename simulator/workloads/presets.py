@@ -169,6 +169,12 @@ PRESETS: dict[str, MoEDims] = {d.name: d for d in (
             source="deepseek-ai/DeepSeek-V2-Lite config.json (n_shared_experts=2, first_k_dense_replace=1)"),
     MoEDims("qwen3_30b_a3b", 2048, 768, 128, 8, layers=48, moe_layers=48,
             source="Qwen/Qwen3-30B-A3B config.json (no shared expert)"),
+    MoEDims("glm45_air", 4096, 1408, 128, 8, 1408, 1, router="grouped_sigmoid", n_group=1, topk_group=1,
+            layers=46, moe_layers=45,
+            source="zai-org/GLM-4.5-Air config.json (noaux_tc, routed_scaling_factor=1.0, first_k_dense_replace=1)"),
+    MoEDims("qwen15_moe_a27b", 2048, 1408, 60, 4, 5632, 1, renormalize=False, shared_gate=True,
+            layers=24, moe_layers=24,
+            source="Qwen/Qwen1.5-MoE-A2.7B config.json (shared_expert_intermediate_size=5632)"),
 )}
 
 
