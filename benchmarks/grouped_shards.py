@@ -1,7 +1,7 @@
 """The routed experts' grouped GEMM in the traced layers: the simulator's solo time against the traced kernel, for
-shapes with a measured table (whole experts) and for tensor-parallel shard shapes without one, costed two ways:
-the grouped family's roofline (the profile without its ``grouped_shard_law``) and the whole-expert table × the
-law's ratio (``simulator.cost.shard_time``).
+shapes with a measured table (whole experts), for tensor-parallel shards of them and for shapes never measured,
+the last two costed two ways: the grouped family's roofline (the profile without its ``grouped_shard_law``) and by
+the law (``simulator.cost.untabled_grouped_time``: the whole-expert table × the law's ratio, or the law alone).
 
 The law is fitted on call 19's traces (``calibration.fit_grouped_law``, the calibration split); every other run is
 held out. Each row: the grouped kernels (gate_up and down) of the run's sequential graph layers at their median
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from calibration.fit_grouped_law import traced_points
-from simulator.cost import kernel_cost
+from simulator.cost import KernelSpec, kernel_cost, whole_expert_table
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
 
@@ -46,34 +46,49 @@ def cell(e: np.ndarray) -> str:
     return f"{np.median(a):.1%} | {np.percentile(a, 90):.1%} | {a.max():.0%} | {np.median(e):+.1%}"
 
 
+def kind(spec: KernelSpec, profile: Profile) -> str:
+    """How the profile costs this launch: its own measured table, a measured whole-expert table scaled by the law
+    (a TP shard), or the law alone (a shape never measured)."""
+    if spec.table in profile.kernel_tables:
+        return "table"
+    return "shard" if whole_expert_table(spec.table or "", profile.kernel_tables) else "unmeasured"
+
+
+KINDS = {"shard": ("TP shards of measured shapes", "table × shard law"),
+         "unmeasured": ("shapes never measured", "shard law alone")}
+
+
 def markdown(runs: list[Path], profile: Profile) -> str:
-    if profile.grouped_shard_law is None:
+    law = profile.grouped_shard_law
+    if law is None:
         raise InputError(f"profile {profile.name} has no grouped_shard_law (moesim calibrate --decode fits it)")
     plain = without_law(profile)
-    lines = [f"Profile: {profile.describe()}. Shard law: {profile.grouped_shard_law.fixed_us:.2f} µs per kernel + "
-             f"{profile.grouped_shard_law.round_us:.2f} µs per round of {profile.grouped_shard_law.slots} tiles + "
-             f"weights at {profile.grouped_shard_law.stream_GBps:.0f} GB/s ({profile.grouped_shard_law.source}). "
+    lines = [f"Profile: {profile.describe()}. Shard law: {law.fixed_us:.2f} µs per kernel + {law.round_us:.2f} µs per "
+             f"round of {law.slots} tiles + weights at {law.stream_GBps:.0f} GB/s ({law.source}). "
              "Not run on AMD hardware.", "",
              "| run | split | shapes | kernels | costed as | median \\|error\\| | p90 | worst | median signed |",
              "| --- | --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"]
-    pooled: dict[str, list[np.ndarray]] = {"roofline": [], "law": []}
+    pooled: dict[tuple[str, str], list[np.ndarray]] = {}
     for run in runs:
         points = traced_points(run, profile)
         if not points:
             raise InputError(f"{run}: no traced grouped kernel")
         split = "calibration (the law's fit)" if run.name == CALIBRATION_RUN else "held out"
-        whole = [p for p in points if p[0].table in profile.kernel_tables]
-        shard = [p for p in points if p[0].table not in profile.kernel_tables]
-        lines.append(f"| {run.name} | {split} | whole experts | {len(whole)} | measured table | "
-                     f"{cell(errors(whole, profile))} |")
-        for label, model in (("family roofline", plain), ("table × shard law", profile)):
-            e = errors(shard, model)
-            lines.append(f"| {run.name} | {split} | TP shards | {len(shard)} | {label} | {cell(e)} |")
-            if run.name != CALIBRATION_RUN:
-                pooled["roofline" if model is plain else "law"].append(e)
-    for key, label in (("roofline", "family roofline"), ("law", "table × shard law")):
-        e = np.concatenate(pooled[key]) if pooled[key] else np.array([])
-        lines.append(f"| all held out | held out | TP shards | {len(e)} | {label} | {cell(e)} |")
+        by_kind = {k: [p for p in points if kind(p[0], profile) == k] for k in ("table", *KINDS)}
+        if by_kind["table"]:
+            lines.append(f"| {run.name} | {split} | whole experts | {len(by_kind['table'])} | measured table | "
+                         f"{cell(errors(by_kind['table'], profile))} |")
+        for k, (shapes, label) in KINDS.items():
+            if not by_kind[k]:
+                continue
+            for name, model in (("family roofline", plain), (label, profile)):
+                e = errors(by_kind[k], model)
+                lines.append(f"| {run.name} | {split} | {shapes} | {len(e)} | {name} | {cell(e)} |")
+                if run.name != CALIBRATION_RUN:
+                    pooled.setdefault((shapes, name), []).append(e)
+    for (shapes, name), parts in pooled.items():
+        e = np.concatenate(parts)
+        lines.append(f"| all held out | held out | {shapes} | {len(e)} | {name} | {cell(e)} |")
     return "\n".join(lines)
 
 

@@ -263,6 +263,9 @@ H100_SMALL, H100_LARGE = f"{H100}/layer_traces_small", f"{H100}/layer_traces_lar
 H100_SOLO = "calibration/measurements/h100/2026-12-06/microbench"
 H100_MEANS = "calibration/measurements/h100/2026-12-06/layout_means"
 H100_RUNS = (H100_SMALL, H100_LARGE, f"{H100}/layer_traces_large_repeat")
+# two models no device had run (session 23, on an H100): the decode matrix timed, and the layer traces at 1-16 tokens
+UNSEEN = "calibration/measurements/h100/2026-12-06"
+UNSEEN_RANKS, UNSEEN_TRACES = f"{UNSEEN}/ranks_unseen", f"{UNSEEN}/layer_traces_unseen"
 
 
 def _graph_node_gaps() -> str:
@@ -547,6 +550,16 @@ BLOCKS: dict[str, Block] = {
     **{f"transfer-h100-shape-{profile}": Block(
         VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in H100_RUNS)
         + f" --profile {profile}", partial(_shape_decisions, H100_RUNS, profile)) for profile in ("h100", "h200")},
+    "unseen-h100-decisions": Block(
+        VALIDATION, f"python benchmarks/decisions.py --run {UNSEEN_RANKS} --run {UNSEEN_TRACES} --profile h100",
+        partial(_shape_decisions, (UNSEEN_RANKS, UNSEEN_TRACES), "h100")),
+    "unseen-h100-grouped": Block(VALIDATION, f"python benchmarks/grouped_shards.py {UNSEEN_TRACES} --profile h100",
+                                 lambda: _grouped_shards((UNSEEN_TRACES,), "h100")),
+    "unseen-h100-whatif": Block(VALIDATION, _graph_traces_cmd(UNSEEN_TRACES, "placement"),
+                                partial(_whatif_graph_traces, UNSEEN_TRACES, "placement")),
+    "unseen-h100-whatif-decisions": Block(
+        VALIDATION, f"python benchmarks/whatif_graph_traces.py {UNSEEN_TRACES} --decisions",
+        partial(_graph_decisions, (UNSEEN_TRACES,), None)),
     "transfer-h100-whatif-layout-means": Block(VALIDATION, _graph_traces_cmd(H100_SMALL, "placement", H100_MEANS),
                                                partial(_whatif_graph_traces, H100_SMALL, "placement", H100_MEANS)),
     "transfer-h100-whatif-layout-means-decisions": Block(
