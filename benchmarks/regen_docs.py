@@ -154,20 +154,31 @@ def _decisions_traced(tokens: tuple[int, ...] | None = None) -> str:
 
 
 def _reproducibility() -> str:
+    return _decisions_with_reference((HELD_OUT_START,), DECODE_RUNS, "h200")
+
+
+def _decisions_with_reference(runs: tuple[str, ...], reference_runs: tuple[str, ...], profile: str) -> str:
+    """The shape path's choices on ``runs``, beside choosing by ``reference_runs`` (the same matrix measured on
+    another machine start) and that measurement's own reproducibility."""
     import decisions as dec
 
-    reference = dec.reference_gains(list(DECODE_RUNS))
-    points = dec.points_of([HELD_OUT_START], "h200", reference)
-    return dec.markdown(points, 0.005, _profile().describe(), [HELD_OUT_START], reference, list(DECODE_RUNS)) + "\n"
+    from simulator.profile import load_profile
+
+    reference = dec.reference_gains(list(reference_runs))
+    points = dec.points_of(list(runs), profile, reference)
+    return dec.markdown(points, 0.005, load_profile(profile).describe(), list(runs), reference,
+                        list(reference_runs)) + "\n"
+
+
+def _whatif_graph_eager_own(run: str, eager: str) -> str:
+    """The graph traces' what-if on the points' eager traces, scored on the run's own measured gains."""
+    import whatif_graph_traces as wg
+
+    return wg.markdown(wg.points(ROOT / run, "placement", None, None, ROOT / eager), "measured gain") + "\n"
 
 
 def _decisions_heldout() -> str:
-    import decisions as dec
-
-    reference = dec.reference_gains([LAYER_TRACES_HELDOUT + "_repeat"])
-    points = dec.points_of([LAYER_TRACES_HELDOUT], "h200", reference)
-    return dec.markdown(points, 0.005, _profile().describe(), [LAYER_TRACES_HELDOUT], reference,
-                        [LAYER_TRACES_HELDOUT + "_repeat"]) + "\n"
+    return _decisions_with_reference((LAYER_TRACES_HELDOUT,), (LAYER_TRACES_HELDOUT + "_repeat",), "h200")
 
 
 def _layout_spread() -> str:
@@ -266,6 +277,8 @@ H100_RUNS = (H100_SMALL, H100_LARGE, f"{H100}/layer_traces_large_repeat")
 # two models no device had run (session 23, on an H100): the decode matrix timed, and the layer traces at 1-16 tokens
 UNSEEN = "calibration/measurements/h100/2026-12-06"
 UNSEEN_RANKS, UNSEEN_TRACES = f"{UNSEEN}/ranks_unseen", f"{UNSEEN}/layer_traces_unseen"
+UNSEEN_REPEAT = (f"{UNSEEN}/ranks_unseen_repeat", f"{UNSEEN}/layer_traces_unseen_repeat")  # call 2, another start
+UNSEEN_EAGER = f"{UNSEEN}/eager_traces_unseen"
 
 
 def _graph_node_gaps() -> str:
@@ -553,6 +566,13 @@ BLOCKS: dict[str, Block] = {
     "unseen-h100-decisions": Block(
         VALIDATION, f"python benchmarks/decisions.py --run {UNSEEN_RANKS} --run {UNSEEN_TRACES} --profile h100",
         partial(_shape_decisions, (UNSEEN_RANKS, UNSEEN_TRACES), "h100")),
+    "unseen-h100-reproducibility": Block(
+        VALIDATION, "python benchmarks/decisions.py " + " ".join(f"--run {r}" for r in UNSEEN_REPEAT)
+        + f" --reference-run {UNSEEN_RANKS} --reference-run {UNSEEN_TRACES} --profile h100",
+        lambda: _decisions_with_reference(UNSEEN_REPEAT, (UNSEEN_RANKS, UNSEEN_TRACES), "h100")),
+    "unseen-h100-whatif-eager": Block(VALIDATION, f"python benchmarks/whatif_graph_traces.py {UNSEEN_TRACES} "
+                                                  f"--eager {UNSEEN_EAGER}",
+                                      lambda: _whatif_graph_eager_own(UNSEEN_TRACES, UNSEEN_EAGER)),
     "unseen-h100-grouped": Block(VALIDATION, f"python benchmarks/grouped_shards.py {UNSEEN_TRACES} --profile h100",
                                  lambda: _grouped_shards((UNSEEN_TRACES,), "h100")),
     "unseen-h100-whatif": Block(VALIDATION, _graph_traces_cmd(UNSEEN_TRACES, "placement"),
