@@ -20,6 +20,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from simulator.decisions import POLICIES, GainPoint, Policy, measured_elsewhere, score, scores_table, verdict
@@ -64,6 +65,20 @@ def policies(reference: dict[tuple[str, int], float] | None) -> dict[str, Policy
     return POLICIES if reference is None else {**POLICIES, "measured_elsewhere": measured_elsewhere(reference)}
 
 
+def time_lines(points: list[GainPoint]) -> list[str]:
+    """The layer times' |predicted / measured − 1| (sequential and multi_stream graphs), all points and at 1/2/4
+    tokens; nothing where the points carry no times."""
+    def stats(subset: list[GainPoint]) -> str:
+        errors = np.abs([e for p in subset for e in p.time_errors])
+        return f"median {np.median(errors):.1%}, p90 {np.percentile(errors, 90):.1%} ({len(errors)} layer times)"
+    small = [p for p in points if p.tokens in SMALL_TOKENS and p.time_errors]
+    timed = [p for p in points if p.time_errors]
+    if not timed:
+        return []
+    return [f"Layer times (sequential and multi_stream graphs), |predicted / measured − 1|: {stats(timed)}"
+            + (f"; at {', '.join(map(str, SMALL_TOKENS))} tokens {stats(small)}." if small else ".")]
+
+
 def markdown(points: list[GainPoint], margin: float, profile: str, runs: list[str],
              reference: dict[tuple[str, int], float] | None = None, reference_runs: list[str] | None = None) -> str:
     scores = score(points, margin, policies(reference))
@@ -78,7 +93,7 @@ def markdown(points: list[GainPoint], margin: float, profile: str, runs: list[st
     small = [p for p in points if p.tokens in SMALL_TOKENS]
     within = sum(abs(p.predicted_gain - p.measured_gain) <= GAIN_TOLERANCE for p in small)
     lines += [f"At {', '.join(map(str, SMALL_TOKENS))} tokens: predicted gain within ±{100 * GAIN_TOLERANCE:.1f} "
-              f"points of measured in {within}/{len(small)}."]
+              f"points of measured in {within}/{len(small)}.", *time_lines(points)]
     if reference is None:
         lines += ["", "| preset | tokens | measured gain | predicted gain | off by (points) |",
                   "| --- | --- | --- | --- | --- |"]

@@ -26,12 +26,14 @@ VLLM_DEFAULT_THRESHOLD = 256
 
 @dataclass(frozen=True)
 class GainPoint:
-    """One measured point: the measured and predicted multi_stream gain over sequential (fractions)."""
+    """One measured point: the measured and predicted multi_stream gain over sequential (fractions), and where the
+    prediction is the simulator's own, its layer times' relative errors (sequential, multi_stream)."""
 
     preset: str
     tokens: int
     measured_gain: float
     predicted_gain: float
+    time_errors: tuple[float, ...] = ()
 
 
 Policy = Callable[[GainPoint, float], bool]  # (point, margin) -> choose multi_stream?

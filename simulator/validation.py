@@ -195,8 +195,9 @@ def gain_points(profile: Profile, runs: Iterable[str | Path], progress: Any = No
     points = []
     for (preset, tokens), cases in graph_pairs(runs).items():
         seq, ms = cases["sequential"], cases["multi_stream"]
-        predicted = 1 - predict_case(profile, ms, sharing) / predict_case(profile, seq, sharing)
-        points.append(GainPoint(preset, tokens, 1 - ms["median_us"] / seq["median_us"], predicted))
+        seq_us, ms_us = predict_case(profile, seq, sharing), predict_case(profile, ms, sharing)
+        points.append(GainPoint(preset, tokens, 1 - ms["median_us"] / seq["median_us"], 1 - ms_us / seq_us,
+                                (seq_us / seq["median_us"] - 1, ms_us / ms["median_us"] - 1)))
         if progress:
             progress()
     return points

@@ -37,3 +37,16 @@ def test_a_reference_without_graph_pairs_is_an_input_error(tmp_path: Path,
     assert _script().main(["--run", str(RUNS / "kernels_real10"), "--reference-run", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: --reference-run") and err.count("\n") == 1
+
+
+def test_layer_time_line_by_hand() -> None:
+    from simulator.decisions import GainPoint
+
+    script = _script()
+    points = [GainPoint("a", 1, 0.1, 0.1, (0.10, -0.20)), GainPoint("a", 64, 0.0, 0.0, (0.01, 0.03)),
+              GainPoint("b", 2, 0.0, 0.0)]  # no times: left out
+    (line,) = script.time_lines(points)
+    # all four |errors| 0.01, 0.03, 0.10, 0.20: median 6.5 %; at 1/2/4 tokens 0.10, 0.20: median 15 %
+    assert "median 6.5%" in line and "(4 layer times)" in line
+    assert "at 1, 2, 4 tokens median 15.0%" in line and "(2 layer times)" in line
+    assert script.time_lines([GainPoint("b", 2, 0.0, 0.0)]) == []
