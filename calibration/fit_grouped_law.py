@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import nnls
 
-from calibration.layer_traces import is_grouped_gemm, layers_of, load_kernel_records
+from calibration.layer_traces import is_grouped_gemm, layers_of, load_kernel_records, replays_per_trace
 from simulator.cost import CostModel, KernelSpec, table_dims
 from simulator.errors import InputError
 from simulator.profile import GroupedShardLaw, Profile, expert_weight_bytes, tile_rounds
@@ -29,7 +29,6 @@ from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.moe_layer import emit_moe_layer
 from simulator.workloads.presets import get_preset, split_rank_name
 
-REPLAYS = 3  # back-to-back replays per graph trace in the layer-trace runs (gpu_session.sh layertraces)
 ROLES = ("grouped_mm_gate_up", "grouped_mm_down")
 TILE_M, TILE_N = 64, 128  # the CTA tile of torch._grouped_mm's sm90 CUTLASS kernel (its mangled name, 64x128x64)
 
@@ -49,7 +48,8 @@ def traced_points(run: Path, profile: Profile, holdout_presets: Sequence[str] = 
         preset = str(record["preset"])
         if record["strategy"] != "sequential" or split_rank_name(get_preset(preset).name)[0] in held:
             continue
-        layers = [[k for k in layer if is_grouped_gemm(k["name"])] for layer in layers_of(record, REPLAYS)]
+        replays = replays_per_trace(run / str(record["trace"]))
+        layers = [[k for k in layer if is_grouped_gemm(k["name"])] for layer in layers_of(record, replays)]
         if any(len(layer) != len(ROLES) for layer in layers):
             continue
         specs = grouped_specs(preset, int(record["tokens"]), profile)
