@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from simulator.cost import CostModel
+from simulator.cost import CostModel, untabled_grouped_time
 from simulator.evaluate import StepCase
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.decode_step import emit_moe_block
@@ -28,13 +28,14 @@ def range_warnings(case: StepCase, strategies: tuple[str, ...]) -> tuple[str, ..
         if case.dims.applicable(strategy) is None:
             emit_moe_block(b, case.dims, case.par, link, case.tokens, case.tokens_group, strategy)
     missing: set[str] = set()
+    by_law: set[str] = set()
     beyond: dict[str, tuple[float, float]] = {}
     for spec in b.specs:
         if spec.table is None:
             continue
         table = profile.kernel_tables.get(spec.table)
         if table is None:
-            missing.add(spec.table)
+            (by_law if untabled_grouped_time(spec, profile) is not None else missing).add(spec.table)
             continue
         largest = table.points[-1][0]
         x = max(x for x, _ in ((spec.x, spec.count), *spec.parts))
@@ -50,6 +51,9 @@ def range_warnings(case: StepCase, strategies: tuple[str, ...]) -> tuple[str, ..
     if missing:
         out.append(f"{case.dims.name} has kernel shapes {where} never measured (costed from its fitted kernel "
                    f"families instead of measured tables): {_listed(sorted(missing))}")
+    if by_law:
+        out.append(f"{case.dims.name} has grouped GEMM shapes {where} never measured (costed by its grouped GEMM "
+                   f"shard law, from a measured whole-expert table where there is one): {_listed(sorted(by_law))}")
     return tuple(out)
 
 

@@ -222,6 +222,13 @@ def test_leaving_the_calibrated_range_warns(capsys: pytest.CaptureFixture[str]) 
     code, out, err = moesim(["run", scenario, "--set", "platform.profile=mi300x", "--set", "load.concurrency=2048",
                              "--json"], capsys)
     assert code == 0 and json.loads(out)["warnings"] == []  # no tables: nothing to leave
+    # a TP4 rank's grouped GEMMs have no table: the warning says the shard law costs them, apart from the dense GEMMs
+    code, out, err = moesim(["run", str(ROOT / "scenarios/qwen2_57b_h200_tp4.yaml"), "--set", "load.concurrency=2",
+                             "--json"], capsys)
+    warnings = json.loads(out)["warnings"]
+    assert code == 0 and any("costed from its fitted kernel families" in w and "grouped_mm" not in w
+                             for w in warnings)
+    assert any("costed by its grouped GEMM shard law" in w and "grouped_mm K=3584 N=1280" in w for w in warnings)
 
 
 def test_help_imports_no_simulation_code() -> None:
