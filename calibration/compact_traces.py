@@ -2,8 +2,8 @@
 
 A trace's ``ac2g`` flow events (the arrows from a launch call to its GPU op) carry nothing the trace's GPU ops do
 not carry already when every GPU op has its ``args.correlation`` id: ``simulator.kineto.reader`` then drops the
-flows itself (they only stand in for a missing id). Such a trace is rewritten without them, as JSON without
-whitespace, gzip level 9. A trace where some GPU op lacks the id is left as it is.
+flows itself (``flows_redundant``, the rule this tool asks the reader for). Such a trace is rewritten without
+them, as JSON without whitespace, gzip level 9. A trace where some GPU op lacks the id is left as it is.
 
     python -m calibration.compact_traces DIR [DIR ...]     # every traces/*.json.gz below each DIR
 """
@@ -17,20 +17,14 @@ import sys
 from pathlib import Path
 
 from simulator.errors import InputError
+from simulator.kineto.reader import flows_redundant, read_trace
 from simulator.outputs import write_bytes_atomic
 
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 
-
-def compacted(doc: dict) -> dict | None:
-    """The trace without its flow events, or None where a GPU op has no correlation id (the flows are needed)."""
-    events = doc.get("traceEvents")
-    if not isinstance(events, list):
-        raise InputError("not a Kineto/Chrome trace (no 'traceEvents' list)")
-    gpu = [e for e in events if isinstance(e, dict) and e.get("cat") in GPU_CATEGORIES and e.get("ph") == "X"]
-    if any((e.get("args") or {}).get("correlation") is None for e in gpu):
-        return None
-    return {**doc, "traceEvents": [e for e in events if not (isinstance(e, dict) and e.get("cat") == "ac2g")]}
+def compacted(doc: dict) -> dict:
+    """The trace (already read by ``simulator.kineto.reader``, so its ``traceEvents`` is a list) without its flows."""
+    kept = [e for e in doc["traceEvents"] if not (isinstance(e, dict) and e.get("cat") == "ac2g")]
+    return {**doc, "traceEvents": kept}
 
 
 def compact_file(path: Path) -> tuple[int, int]:
@@ -40,10 +34,9 @@ def compact_file(path: Path) -> tuple[int, int]:
         doc = json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, EOFError, ValueError) as err:
         raise InputError(f"{path}: not a gzipped JSON trace ({err})") from None
-    small = compacted(doc)
-    if small is None:
+    if not flows_redundant(read_trace(path, progress=False)):
         return before, before
-    data = gzip.compress(json.dumps(small, separators=(",", ":"), ensure_ascii=False).encode(), 9, mtime=0)
+    data = gzip.compress(json.dumps(compacted(doc), separators=(",", ":"), ensure_ascii=False).encode(), 9, mtime=0)
     if len(data) >= before:
         return before, before
     write_bytes_atomic(path, data)

@@ -90,11 +90,17 @@ def read_trace(path: str | Path, *, progress: bool = True) -> Trace:
         bar.close()
     if not sink.saw_events:
         raise InputError(f"{path}: not a Kineto/Chrome trace (no 'traceEvents' list)")
-    if all(op.corr is not None for op in trace.gpu_ops):
-        trace.flows.clear()  # they only stand in for a GPU op's missing correlation id
+    if flows_redundant(trace):
+        trace.flows.clear()
     if trace.modules:
         trace.frames.clear()  # forward frames only stand in for missing module events
     return trace
+
+
+def flows_redundant(trace: Trace) -> bool:
+    """Whether the trace's ``ac2g`` flows say nothing its GPU ops do not: they only stand in for a GPU op's missing
+    correlation id, and every GPU op has one."""
+    return all(op.corr is not None for op in trace.gpu_ops)
 
 
 def _reason(err: BaseException) -> str:
