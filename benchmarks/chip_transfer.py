@@ -23,7 +23,7 @@ from pathlib import Path
 
 from calibration.fit import read_microbench
 from calibration.fit_kernels import FAMILY_OF, shape_share
-from calibration.layer_traces import is_gemm, is_grouped_gemm, layers_of, load_kernel_records
+from calibration.layer_traces import is_gemm, is_grouped_gemm, layers_of, load_kernel_records, replays_per_trace
 from simulator.cost import KernelSpec, transferred_time
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
@@ -40,7 +40,6 @@ FIRST_TIMED = [H200 / "kernels_real9"]
 FIRST_SOLO = (Path("calibration/measurements/h200/2026-12-02/microbench"),
               Path("calibration/measurements/h200/2026-12-04/microbench_grouped"))
 ROLES = ("shared_gemm_gate_up", "shared_gemm_down", "grouped_mm_gate_up", "grouped_mm_down")
-REPLAYS = 3  # back-to-back replays per graph trace in these runs (gpu_session.sh layertraces: --graph-trace-replays 3)
 
 
 def role_durations(runs: Sequence[Path], tokens: int = 1) -> dict[str, dict[str, float]]:
@@ -51,7 +50,7 @@ def role_durations(runs: Sequence[Path], tokens: int = 1) -> dict[str, dict[str,
             if record["strategy"] != "sequential" or int(record["tokens"]) != tokens:
                 continue
             per_role: dict[str, list[float]] = {}
-            for layer in layers_of(record, REPLAYS):
+            for layer in layers_of(record, replays_per_trace(run / str(record["trace"]))):
                 dense = [k for k in layer if is_gemm(k["name"]) and not is_grouped_gemm(k["name"])]
                 grouped = [k for k in layer if is_grouped_gemm(k["name"])]
                 found = [*zip(ROLES[:2], dense[:2], strict=False), *zip(ROLES[2:], grouped[:2], strict=False)]

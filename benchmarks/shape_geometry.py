@@ -22,7 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from calibration.layer_traces import aux_stream, is_gemm, is_grouped_gemm, load_kernel_records
+from calibration.layer_traces import aux_stream, is_gemm, is_grouped_gemm, layers_of, load_kernel_records
 from simulator.decisions import GainPoint, score
 from simulator.errors import InputError, print_or_fail
 from simulator.ir import Launch
@@ -65,9 +65,8 @@ def traced_geometry(runs: Sequence[Path]) -> dict[tuple[str, int], Geometry]:
         for record in load_kernel_records(run):
             if record["strategy"] != "multi_stream" or record["mode"] != "graph":
                 continue
-            kernels, layers = record["kernels"], int(record["layers"])
-            size = len(kernels) // layers
-            layer = kernels[size:2 * size] if layers > 1 else kernels
+            split = layers_of(record, 1)
+            layer = split[1] if len(split) > 1 else split[0]
             aux = aux_stream(layer)
             shared = [k for k in layer if k["stream"] == aux and is_gemm(k["name"])]
             main = [k for k in layer if k["stream"] != aux and is_gemm(k["name"]) and not is_grouped_gemm(k["name"])]
