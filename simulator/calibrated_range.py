@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from simulator.cost import CostModel, untabled_grouped_time
+from simulator.cost import CostModel, costed_by_shard_law
 from simulator.evaluate import StepCase
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.decode_step import emit_moe_block
@@ -35,7 +35,7 @@ def range_warnings(case: StepCase, strategies: tuple[str, ...]) -> tuple[str, ..
             continue
         table = profile.kernel_tables.get(spec.table)
         if table is None:
-            (by_law if untabled_grouped_time(spec, profile) is not None else missing).add(spec.table)
+            (by_law if costed_by_shard_law(spec, profile) else missing).add(spec.table)
             continue
         largest = table.points[-1][0]
         x = max(x for x, _ in ((spec.x, spec.count), *spec.parts))

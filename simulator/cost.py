@@ -178,13 +178,19 @@ def whole_expert_table(key: str, tables: Iterable[str]) -> str | None:
     return None
 
 
+def costed_by_shard_law(spec: KernelSpec, profile: Profile) -> bool:
+    """Whether the profile costs this launch by its grouped shard law: a grouped GEMM whose shape has no table."""
+    return (profile.grouped_shard_law is not None and spec.family == "grouped_gemm" and bool(spec.table)
+            and spec.table not in profile.kernel_tables)
+
+
 def untabled_grouped_time(spec: KernelSpec, profile: Profile) -> float | None:
     """A grouped GEMM of a shape without its own table, by the profile's ``grouped_shard_law``: a tensor-parallel
     shard takes its whole-expert shape's measured time (same experts, rows and parts) × the law's ratio of the two
     shapes; a shape with no whole-expert table either (a model never measured) the law's own time. None where the
     profile has no law or the spec no table key."""
     law = profile.grouped_shard_law
-    if law is None or spec.family != "grouped_gemm" or not spec.table or spec.table in profile.kernel_tables:
+    if law is None or not costed_by_shard_law(spec, profile):
         return None
     groups = ((spec.x, spec.count), *spec.parts)
     dims = table_dims(spec.table)[1]
