@@ -17,8 +17,7 @@ packed onto the SMs a shared GEMM's full-SM blocks left free: the busiest SM hel
 more than alone (ceil(blocks / SMs)), and the router ran that many warps per SM at its slowdown; per record the
 resident warps an SM runs at full speed follow (``simulator.placement.packing_slowdown``, alone below them), and
 the profile keeps their median, per kernel class (``simulator.placement.issue_class``: cuBLAS's xmma kernels
-apart from the rest). cuBLAS's dot-product GEMV, which the probe never ran packed, takes the SM's resident-warp
-limit instead (:func:`resident_warp_limit`: a hardware figure, not a fit).
+apart from the rest).
 
 The readers of a probe run live here too (``benchmarks/placement_table.py`` prints the same runs).
 """
@@ -174,27 +173,11 @@ def issue_warps(probe: Path, where: str, kernel_class: str | None = None) -> dic
 
 def issue_warps_by_kernel(probe: Path, where: str) -> dict[str, dict[str, Any]]:
     """:func:`issue_warps` per kernel class (``simulator.placement.ISSUE_CLASSES``) that the probe's router runs
-    packed; the dot-product GEMV class, where they ran none packed, at the probe GPU's resident-warp limit
-    (:func:`resident_warp_limit`); another class they did not measure is left out (its kernels take the profile's
-    ``issue_warps``)."""
+    packed; a class they did not measure is left out (its kernels take the profile's ``issue_warps``)."""
     out = {}
     for cls in ISSUE_CLASSES:
         try:
             out[cls] = issue_warps(probe, where, cls)
         except InputError:
-            if cls == "dot":
-                out[cls] = resident_warp_limit(where)
+            continue
     return out
-
-
-def resident_warp_limit(where: str) -> dict[str, Any]:
-    """The ``dot`` class's ``issue_warps``: the warps one SM holds at once (threads per SM / warp size of the probe
-    GPU's deviceProperties). cuBLAS's dot-product GEMV runs many small blocks that each wait on memory, so an SM
-    packed with them up to its occupancy limit keeps them all at full speed; the probe ran none packed."""
-    value = H200.max_threads_per_sm / H200.warp_size
-    return {"value": value,
-            "source": f"hardware limit, not a fit: the resident warps per SM ({H200.max_threads_per_sm} threads / "
-                      f"warp of {H200.warp_size}, deviceProperties of the placement probe's traces, {where}); "
-                      "cuBLAS's dot-product GEMV (dot_kernel) waits on memory, so its blocks packed within "
-                      "occupancy run at full speed; the probe's fp32 routers ran none packed, the layer traces' at "
-                      "one token did (benchmarks/shape_geometry.py checks the law there)"}

@@ -12,10 +12,9 @@ A kernel whose launch geometry is known has ``blocks`` thread blocks, of which o
   there at launch and **stay** there for its whole life, even after the kernels that crowded it have ended (the
   layer traces' fp32 router GEMM beside the shared experts). How much slower it runs is set by the busiest SM,
   which holds ceil(blocks / SMs left) of its blocks (alone: ceil(blocks / SMs)): an SM runs ``issue_warps``
-  resident warps at full speed (a figure per kernel class where the profile has one, :func:`issue_class`:
+  resident warps at full speed (a measured figure per kernel class where the profile has one, :func:`issue_class`:
   kernels of small tiles whose warps mostly wait, as cuBLAS's xmma FFMA GEMMs, take many more warps to fill an SM
-  than CUTLASS's SIMT sgemm; cuBLAS's dot-product GEMV, whose blocks only wait on memory, runs at full speed up to
-  the SM's resident-warp limit), and a block's time stretches as the SM's warps exceed that, so the kernel runs at
+  than CUTLASS's SIMT sgemm), and a block's time stretches as the SM's warps exceed that, so the kernel runs at
   :func:`packing_slowdown` of its solo rate (without ``issue_warps`` or the block's warps: (SMs left) / spread,
   the blocks' share of the SMs). When even packing leaves blocks over, the blocks that fit are packed onto the
   SMs left, as many per SM as occupancy allows, and stay; the rest wait, and its share is re-solved as SMs free
@@ -57,8 +56,7 @@ from simulator.profile import MemoryLatency, Profile
 from simulator.sharing import Demand
 
 _ON_CHIP_CLASSES = (("sort", "sort"), ("scan", "sort"), ("topk", "topk"), ("softmax", "softmax"))
-_ISSUE_TAGS = (("xmma", "xmma"), ("dot_kernel", "dot"))  # (tag in the kernel's name, its issue class)
-ISSUE_CLASSES = tuple(cls for _, cls in _ISSUE_TAGS)
+ISSUE_CLASSES = ("xmma",)
 
 
 def latency_class(kernel: str) -> str:
@@ -71,13 +69,12 @@ def latency_class(kernel: str) -> str:
 
 
 def issue_class(kernel: str) -> str | None:
-    """The class whose ``issue_warps`` a light-block GEMM kernel takes, by its name: ``xmma`` (cuBLAS's xmma
-    kernels, e.g. the split-K FFMA GEMM of small tiles and two-warp blocks that runs Kimi-K2's fp32 router at 2-4
-    tokens), ``dot`` (cuBLAS's dot-product GEMV, ``dot_kernel``: many small blocks, one slice of one output each,
-    that wait on memory: the fp32 router of few experts at one token), else None (the profile's ``issue_warps``,
-    measured on CUTLASS's SIMT sgemm and cuBLAS's ``gemvx`` kernels)."""
+    """The class whose measured ``issue_warps`` a light-block GEMM kernel takes, by its name: ``xmma`` (cuBLAS's
+    xmma kernels, e.g. the split-K FFMA GEMM of small tiles and two-warp blocks that runs Kimi-K2's fp32 router at
+    2-4 tokens), else None (the profile's ``issue_warps``, measured on CUTLASS's SIMT sgemm and cuBLAS's GEMV
+    kernels)."""
     name = kernel.lower()
-    return next((cls for tag, cls in _ISSUE_TAGS if tag in name), None)
+    return next((cls for cls in ISSUE_CLASSES if cls in name), None)
 
 
 @dataclass(frozen=True, slots=True)

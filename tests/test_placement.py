@@ -63,20 +63,6 @@ def test_an_xmma_kernel_takes_its_class_issue_warps():
     assert issue_class(xmma) == "xmma" and issue_class("cutlass_80_simt_sgemm_64x64_8x5_tn_align1") is None
 
 
-def test_a_dot_product_gemv_packed_within_occupancy_keeps_full_speed():
-    """With ``issue_warps`` 5 and 64 for the ``dot`` class (an SM's resident-warp limit): cuBLAS's dot-product
-    GEMV of 112 four-warp blocks (16 per SM), packed beside S's 96 full-SM blocks onto the 36 free SMs: the
-    busiest holds ceil(112 / 36) = 4 blocks, 16 warps, below 64: full speed, its 10 µs end at 10. The same blocks
-    under a SIMT sgemm's name take 5: 16 / 5 = 3.2 times slower, ending at 32."""
-    sharing = PlacementSharing(sm_count=132, issue_warps=5.0, issue_warps_by_class=(("dot", 64.0),))
-    dot = "void dot_kernel<float, 128, 0, cublasDotParams<cublasGemvTensorStridedBatched<float const>>>"
-    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm(dot, "aux", 10, 112, 16, warps=4)]), sharing)
-    assert times(r)[dot] == pytest.approx((0, 10))
-    r = simulate(program([_gemm("S", "main", 20, 96, 1), _gemm("sgemm", "aux", 10, 112, 16, warps=4)]), sharing)
-    assert times(r)["sgemm"] == pytest.approx((0, 32))
-    assert issue_class(dot) == "dot" and issue_class("internal::gemvx::kernel<int, int, float>") is None
-
-
 def test_blocks_that_saturate_an_sm_alone_slow_by_the_extra_blocks_only():
     """With ``issue_warps`` 4: R, 264 blocks of 4 warps, 2 per SM alone (ceil(264 / 132); 8 warps: already 2 times
     an SM's full-speed warps), packed beside S onto 36 SMs: the busiest holds ceil(264 / 36) = 8 blocks, 32
