@@ -354,6 +354,14 @@ def _latency_classes() -> str:
     return lc.markdown(rows, _profile(), runs) + "\n"
 
 
+def _packed_gemv() -> str:
+    import packed_gemv as pg  # benchmarks/packed_gemv.py
+
+    from simulator.profile import load_profile
+
+    return pg.markdown(list(pg.DEFAULT_RUNS), load_profile("h200")) + "\n"
+
+
 def _grouped_shards(runs: tuple[str, ...] = (), profile: str = "h200") -> str:
     import grouped_shards as gs  # benchmarks/grouped_shards.py
 
@@ -538,6 +546,7 @@ BLOCKS: dict[str, Block] = {
        for prefix, eager, means, graph in HELD_OUT_SETS if graph},
     "decode-latency-classes": Block(VALIDATION, "python benchmarks/latency_classes.py", _latency_classes),
     "decode-grouped-shards": Block(VALIDATION, "python benchmarks/grouped_shards.py", _grouped_shards),
+    "decode-packed-gemv": Block(VALIDATION, "python benchmarks/packed_gemv.py", _packed_gemv),
     "transfer-h100-grouped-shards": Block(VALIDATION, f"python benchmarks/grouped_shards.py {H100_SMALL} {H100_LARGE} "
                                                       "--profile h100",
                                           lambda: _grouped_shards((H100_SMALL, H100_LARGE), "h100")),

@@ -19,15 +19,19 @@ import argparse
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from calibration.layer_traces import aux_stream, is_gemm, is_grouped_gemm, layers_of, load_kernel_records
+from calibration.layer_traces import (
+    aux_stream,
+    is_gemm,
+    is_grouped_gemm,
+    launch_geometry,
+    layers_of,
+    load_kernel_records,
+)
 from simulator.decisions import GainPoint, score
 from simulator.errors import InputError, print_or_fail
 from simulator.ir import Launch
-from simulator.kineto.demand import resident_blocks
-from simulator.kineto.events import DeviceProps
 from simulator.placement import placement_for
 from simulator.profile import Profile, load_profile
 from simulator.validation import GRAPH_REPLAYS, graph_pairs, replayed_layer_us
@@ -42,18 +46,8 @@ SHARED = ("shared_gemm_gate_up", "shared_gemm_down", "shared_gate_gemm")
 GROUPED = ("grouped_mm_gate_up", "grouped_mm_down")
 TOLERANCE = 0.015
 MARGIN = 0.005  # the decisions scripts' default
-GH100 = DeviceProps(0, "GH100", 132, 2048, 65536, 233472, 32)  # per SM: threads, registers, shared memory; warp
 
 Geometry = dict[str, tuple[tuple[int, int, int], str]]  # launch name → ((blocks, per SM, warps), kernel name)
-
-
-def launch_geometry(kernel: dict[str, Any]) -> tuple[int, int, int]:
-    """(blocks, blocks one SM holds by threads / registers / shared memory, warps per block) of a traced kernel of
-    the H200 / H100 (one GH100 die: the occupancy rules of ``simulator.kineto.demand.resident_blocks``)."""
-    blocks = kernel["grid"][0] * kernel["grid"][1] * kernel["grid"][2]
-    threads = kernel["block"][0] * kernel["block"][1] * kernel["block"][2]
-    op = SimpleNamespace(block=kernel["block"], regs=kernel["registers per thread"], smem=kernel["shared memory"])
-    return blocks, resident_blocks(op, GH100) or 1, max(1, -(-threads // 32))
 
 
 def traced_geometry(runs: Sequence[Path]) -> dict[tuple[str, int], Geometry]:

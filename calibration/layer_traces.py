@@ -10,10 +10,12 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from simulator.errors import InputError
-from simulator.kineto.demand import is_gemv, name_family
+from simulator.kineto.demand import is_gemv, name_family, resident_blocks
+from simulator.kineto.events import DeviceProps
 from simulator.kineto.overlay import occurrence_keys
 
 Kernel = dict[str, Any]
@@ -70,3 +72,17 @@ def is_gemm(name: str) -> bool:
     """Whether a kernel is one of the layer's GEMMs (a GEMM or GEMV by its name, as the trace what-if families it:
     ``simulator.kineto.demand.name_family``), not the grouped GEMM's data preparation."""
     return (name_family(name) in ("gemm", "grouped_gemm") or is_gemv(name)) and "prepare" not in name
+
+
+# one GH100 die (the H200 and the H100): per SM its threads, registers and shared memory; the warp size
+GH100 = DeviceProps(0, "GH100", 132, 2048, 65536, 233472, 32)
+
+
+def launch_geometry(kernel: Kernel) -> tuple[int, int, int]:
+    """(blocks, blocks one SM holds by threads / registers / shared memory, warps per block) of a traced kernel of
+    the H200 / H100 (one GH100 die: the occupancy rules of ``simulator.kineto.demand.resident_blocks``)."""
+    blocks = kernel["grid"][0] * kernel["grid"][1] * kernel["grid"][2]
+    threads = kernel["block"][0] * kernel["block"][1] * kernel["block"][2]
+    op = SimpleNamespace(block=kernel["block"], regs=kernel["registers per thread"], smem=kernel["shared memory"])
+    return blocks, resident_blocks(op, GH100) or 1, max(1, -(-threads // GH100.warp_size))
+

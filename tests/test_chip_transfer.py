@@ -20,7 +20,7 @@ def test_gemm_kernels_are_told_from_reductions_and_data_preparation():
 
 
 def test_launch_geometry_from_occupancy_limits():
-    from benchmarks.shape_geometry import launch_geometry
+    from calibration.layer_traces import launch_geometry
 
     # cuBLAS nvjet: 384 threads of 168 registers fill the register file (64 Ki), and 224 KiB of shared memory
     nvjet = {"grid": [4, 22, 1], "block": [384, 1, 1], "registers per thread": 168, "shared memory": 229772}
