@@ -3,7 +3,8 @@ point's sequential and multi_stream CUDA-graph replays (``kernels.json[.gz]``: n
 grid, block, registers, shared memory), split into layers and matched between strategies by (name, occurrence).
 
 The benchmarks that compare a multi_stream layer with its sequential self read runs through these, and so does
-the in-situ memory-latency fit (``calibration.fit_latency``)."""
+the in-situ memory-latency fit (``calibration.fit_latency``); :func:`launch_geometry` gives a traced kernel's
+blocks, blocks per SM and warps by the GH100's occupancy limits."""
 
 from __future__ import annotations
 
@@ -85,4 +86,3 @@ def launch_geometry(kernel: Kernel) -> tuple[int, int, int]:
     threads = kernel["block"][0] * kernel["block"][1] * kernel["block"][2]
     op = SimpleNamespace(block=kernel["block"], regs=kernel["registers per thread"], smem=kernel["shared memory"])
     return blocks, resident_blocks(op, GH100) or 1, max(1, -(-threads // GH100.warp_size))
-
