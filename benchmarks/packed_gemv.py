@@ -25,11 +25,10 @@ from typing import NamedTuple
 from calibration.layer_traces import (
     Kernel,
     aux_stream,
-    is_gemm,
-    is_grouped_gemm,
     launch_geometry,
     layers_of,
     load_kernel_records,
+    router_position,
 )
 from simulator.errors import InputError, print_or_fail
 from simulator.placement import packing_slowdown, placement_for
@@ -54,13 +53,6 @@ class Point(NamedTuple):
     floor: float
 
 
-def router_index(layer: list[Kernel]) -> int:
-    """Position of the routing head's GEMM: the main stream's first GEMM that is not the grouped GEMM."""
-    aux = aux_stream(layer)
-    return next(i for i, k in enumerate(layer)
-                if k["stream"] != aux and is_gemm(k["name"]) and not is_grouped_gemm(k["name"]))
-
-
 def holders(layer: list[Kernel], at: int) -> list[Kernel]:
     """The aux-stream kernels of full-SM blocks running when kernel ``at`` starts."""
     aux, start = aux_stream(layer), layer[at]["start_us"]
@@ -68,10 +60,16 @@ def holders(layer: list[Kernel], at: int) -> list[Kernel]:
             and launch_geometry(k)[1] == 1]
 
 
-def points(runs: Sequence[Path], profile: Profile) -> list[Point]:
-    sharing = placement_for(profile)
-    if sharing.warps_at_full_speed("dot_kernel") is None:
+def dot_issue_warps(profile: Profile) -> float:
+    """The warps an SM runs at full speed that block placement gives a ``dot_kernel`` under ``profile``."""
+    issue = placement_for(profile).warps_at_full_speed("dot_kernel")
+    if issue is None:
         raise InputError(f"profile {profile.name}: no issue_warps (block placement's packing law needs it)")
+    return issue
+
+
+def points(runs: Sequence[Path], profile: Profile) -> list[Point]:
+    issue = dot_issue_warps(profile)
     out = []
     for run in runs:
         records = {(r["preset"], r["tokens"], r["strategy"]): r for r in load_kernel_records(run)
@@ -81,17 +79,18 @@ def points(runs: Sequence[Path], profile: Profile) -> list[Point]:
             if strategy != "multi_stream" or seq is None:
                 continue
             layers, seq_layers = layers_of(record, 1)[1:], layers_of(seq, 1)[1:]
-            at = router_index(layers[0])
+            at = router_position(layers[0])
+            if at is None or "dot_kernel" not in layers[0][at]["name"]:
+                continue
             kernel = layers[0][at]
             held = holders(layers[0], at)
             free = SM_COUNT - sum(min(launch_geometry(k)[0], SM_COUNT) for k in held)
-            if "dot_kernel" not in kernel["name"] or not held or free < 1:
+            if not held or free < 1:
                 continue
             seq_at = next(i for i, k in enumerate(seq_layers[0]) if k["name"] == kernel["name"])
             measured = (statistics.median(layer[at]["dur_us"] for layer in layers)
                         / statistics.median(layer[seq_at]["dur_us"] for layer in seq_layers))
             blocks, per_sm, warps = launch_geometry(kernel)
-            issue = sharing.warps_at_full_speed(kernel["name"]) or 0.0
             floor = packing_slowdown(blocks, warps, free, SM_COUNT, issue, per_sm)
             until = max(k["start_us"] + k["dur_us"] for k in held)
             out.append(Point(run.name, str(preset), int(tokens), blocks, free, blocks <= free * per_sm,
@@ -104,7 +103,7 @@ def points(runs: Sequence[Path], profile: Profile) -> list[Point]:
 def markdown(runs: Sequence[Path], profile: Profile) -> str:
     table = points(runs, profile)
     lines = [f"Profile: {profile.describe()}; warps an SM runs at full speed for this kernel: "
-             f"{placement_for(profile).warps_at_full_speed('dot_kernel'):g}. Not run on AMD "
+             f"{dot_issue_warps(profile):g}. Not run on AMD "
              "hardware.", "",
              "| run | preset | tokens | blocks | free SMs | all packed | SMs held for (µs) | measured slowdown "
              "| floor |",

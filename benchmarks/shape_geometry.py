@@ -28,6 +28,7 @@ from calibration.layer_traces import (
     launch_geometry,
     layers_of,
     load_kernel_records,
+    router_position,
 )
 from simulator.decisions import GainPoint, score
 from simulator.errors import InputError, print_or_fail
@@ -63,9 +64,10 @@ def traced_geometry(runs: Sequence[Path]) -> dict[tuple[str, int], Geometry]:
             layer = split[1] if len(split) > 1 else split[0]
             aux = aux_stream(layer)
             shared = [k for k in layer if k["stream"] == aux and is_gemm(k["name"])]
-            main = [k for k in layer if k["stream"] != aux and is_gemm(k["name"]) and not is_grouped_gemm(k["name"])]
+            at = router_position(layer)
+            router = [] if at is None else [layer[at]]
             grouped = [k for k in layer if is_grouped_gemm(k["name"])]
-            pairs = [*zip(SHARED, shared, strict=False), *zip(("router_gemm",), main[:1], strict=False),
+            pairs = [*zip(SHARED, shared, strict=False), *zip(("router_gemm",), router, strict=False),
                      *zip(GROUPED, grouped, strict=False)]
             out[(str(record["preset"]), int(record["tokens"]))] = {
                 name: (launch_geometry(k), str(k["name"])) for name, k in pairs}

@@ -75,6 +75,14 @@ def is_gemm(name: str) -> bool:
     return (name_family(name) in ("gemm", "grouped_gemm") or is_gemv(name)) and "prepare" not in name
 
 
+def router_position(layer: list[Kernel]) -> int | None:
+    """Position in a multi_stream layer of the routing head's GEMM: the main stream's first GEMM that is not the
+    grouped GEMM (None: the layer has none)."""
+    aux = aux_stream(layer)
+    return next((i for i, k in enumerate(layer)
+                 if k["stream"] != aux and is_gemm(k["name"]) and not is_grouped_gemm(k["name"])), None)
+
+
 # one GH100 die (the H200 and the H100): per SM its threads, registers and shared memory; the warp size
 GH100 = DeviceProps(0, "GH100", 132, 2048, 65536, 233472, 32)
 
