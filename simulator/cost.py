@@ -32,14 +32,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from simulator.ir import Launch
-from simulator.profile import KernelFamily, Profile, TableOrigin
+from simulator.profile import KernelFamily, LaunchGeometry, Profile, TableOrigin
 
 
 @dataclass(frozen=True)
 class KernelSpec:
     """A kernel described by its work rather than its time. ``sm``: share of the SMs its grid can fill
     (1 = the grid covers every SM); ``rows``: the GEMM M dimension (for tile padding), if any; ``flops_per_x``:
-    a GEMM's flops per unit of its table's x (2·K·N per row), which bounds a lookup past the table's end."""
+    a GEMM's flops per unit of its table's x (2·K·N per row), which bounds a lookup past the table's end;
+    ``geometry``: the launch the library made for it on this GPU, where recorded (block placement reads it)."""
 
     name: str
     family: str
@@ -55,6 +56,7 @@ class KernelSpec:
     parts: tuple[tuple[float, float], ...] = ()
     op_key: str | None = None
     flops_per_x: float = 0.0
+    geometry: LaunchGeometry | None = None
 
 
 def table_key(op: str, **dims: int) -> str:
@@ -245,6 +247,9 @@ class CostModel:
         c = self.cost(spec)
         figures = self.profile.host
         host = figures.launch_by_op_us.get(spec.name) or figures.launch_by_family_us.get(spec.family)
+        geo = spec.geometry
+        placed = {} if geo is None else {"blocks": geo.blocks, "blocks_per_sm": geo.blocks_per_sm,
+                                         "warps_per_block": geo.warps_per_block, "library_kernel": geo.kernel}
         return Launch(kernel=spec.name, stream=stream, dur_us=c.dur_us, sm=c.sm, bw=c.bw, tc=c.tc, kernels=c.kernels,
                       reads=spec.reads, writes=spec.writes, family=spec.family, region=region,
-                      host_us=host.value if host is not None else None)
+                      host_us=host.value if host is not None else None, **placed)

@@ -67,15 +67,16 @@ class _Kernel:
     ``index``: its op's index; ``gap``: the device gap before it starts; ``replay``: the replay it belongs to
     (None: eager); ``remaining``: solo µs of work left; ``demand_id``: equal demands share one; ``solo``: its
     rate alone under the default fluid model (0 under another model: not read); ``geometry``: (blocks, blocks
-    per SM, warps per block or None) where the launch says, read by a placing model, which sets ``placed`` when
+    per SM, warps per block or None) where the launch says, and ``library``: the library kernel it runs where the
+    launch names one (else its own name), both read by a placing model, which sets ``placed`` when
     the kernel starts (and ``floor``, the time it ends no sooner than, where the placement has a ``tail``);
     ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
     ``updated`` (when ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and
     ``eid`` (its completion's time and event id), then ``event`` (the completion pushed; an earlier one is
     superseded)."""
 
-    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "index", "name", "placed",
-                 "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
+    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "index", "library", "name",
+                 "placed", "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
 
 
 def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: str, region: str | None,
@@ -85,7 +86,7 @@ def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: s
     kernel.stream = stream
     kernel.gap = gap
     kernel.replay = replay
-    kernel.name = name
+    kernel.name = kernel.library = name
     kernel.region = region
     kernel.remaining = dur_us
     kernel.demand = demand
@@ -272,6 +273,7 @@ class Engine:
                                  demand, known[0], known[1])
                 if placing and fields["blocks"] is not None and fields["blocks_per_sm"] is not None:
                     kernel.geometry = (fields["blocks"], fields["blocks_per_sm"], fields["warps_per_block"])
+                    kernel.library = fields["library_kernel"] or kernel.name
                 append(_plan_entry(_LAUNCH, cost, index, stream, "", None, kernel))
             elif kind == "record":
                 event = fields["event"]
@@ -513,7 +515,7 @@ class Engine:
         kernel.rate = 0.0
         if self._placing is not None:
             kernel.placed = placed = self._placing.place([k.placed for k in self.running], kernel.demand,
-                                                          kernel.geometry, kernel.name)
+                                                          kernel.geometry, kernel.library)
             tail = getattr(placed, "tail", None)
             if tail is not None:  # some of its blocks packed for life: it ends no sooner than they do
                 kernel.floor = now + tail * kernel.remaining

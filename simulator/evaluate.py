@@ -17,6 +17,7 @@ from simulator.engine import simulate
 from simulator.errors import InputError
 from simulator.ir import Program
 from simulator.perfetto import to_chrome_trace
+from simulator.placement import sharing_for
 from simulator.profile import Profile, load_profile
 from simulator.result import SimResult
 from simulator.scenario import Scenario
@@ -91,7 +92,7 @@ def block_time(program: Program, profile: Profile) -> tuple[float, SimResult]:
     """A replayed block's time: from the moment its nodes are issued (the end of the host's last API call
     before the first replayed kernel: the replay call, after whatever host time the capture took, e.g.
     stream switches that are not captured) to the end of its last kernel."""
-    result = simulate(program, profile.sharing_model())
+    result = simulate(program, sharing_for(profile, program))
     first = min((k.start_us for k in result.kernels if k.replay is not None), default=0.0)
     issued = max((s.end_us for s in result.host_spans if s.end_us <= first), default=0.0)
     return result.makespan_us - issued, result

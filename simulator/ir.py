@@ -80,6 +80,8 @@ class Launch(_Op):
     blocks_per_sm: int | None = Field(None, ge=1, description="how many of its blocks one SM holds at once "
                                                                "(occupancy limit; where known)")
     warps_per_block: int | None = Field(None, ge=1, description="warps in one of its thread blocks (where known)")
+    library_kernel: str | None = Field(None, description="the library kernel the launch runs (where recorded): "
+                                                         "block placement classes it by this name")
     kernels: int = Field(1, ge=1, description="device kernels the op runs one after another (its duration is their "
                                               "sum); each starts after the device gap")
 
@@ -273,11 +275,12 @@ _KERNEL_MIN = _min_length(_LAUNCH["kernel"])
 _HOST_FAST = _HOST.annotation == float | None and _HOST.default is None and _HOST_US is not None
 _LAUNCH_FAST = _HOST_FAST and tuple(_LAUNCH) == (
     "host_us", "op", "kernel", "stream", "dur_us", "sm", "bw", "tc", "reads", "writes", "family", "region", "blocks",
-    "blocks_per_sm", "warps_per_block", "kernels",
+    "blocks_per_sm", "warps_per_block", "library_kernel", "kernels",
 ) and None not in (_DUR, _SM, _BW, _TC, _KERNEL_MIN) and _min_length(_LAUNCH["stream"]) == 0 and all(
     _LAUNCH[key].annotation == ann and not _LAUNCH[key].metadata and _LAUNCH[key].default == default
     for key, ann, default in (("reads", tuple[str, ...], ()), ("writes", tuple[str, ...], ()),
-                              ("family", str | None, None), ("region", str | None, None))
+                              ("family", str | None, None), ("region", str | None, None),
+                              ("library_kernel", str | None, None))
 ) and _LAUNCH["dur_us"].is_required() and all(_LAUNCH[key].annotation is float for key in ("dur_us", "sm", "bw", "tc"))
 
 
@@ -301,13 +304,15 @@ def _launch(body: dict[str, Any], streams: dict[str, StreamSpec]) -> dict[str, A
         tc = _number(tc, *_TC)
     host_us, reads, writes, family, region = get("host_us"), get("reads", ()), get("writes", ()), get("family"), \
         get("region")
+    library = get("library_kernel")
     if host_us is not None:
         host_us = _number(host_us, *_HOST_US)
     if type(reads) is not tuple or reads:
         reads = _texts(reads)
     if type(writes) is not tuple or writes:
         writes = _texts(writes)
-    if (family is not None and type(family) is not str) or (region is not None and type(region) is not str):
+    if (family is not None and type(family) is not str) or (region is not None and type(region) is not str) or \
+            (library is not None and type(library) is not str):
         raise _Slow
     blocks, per_sm, warps = get("blocks"), get("blocks_per_sm"), get("warps_per_block")
     kernels = get("kernels", 1)
@@ -316,7 +321,8 @@ def _launch(body: dict[str, Any], streams: dict[str, StreamSpec]) -> dict[str, A
         raise _Slow
     return {"host_us": host_us, "op": "launch", "kernel": kernel, "stream": stream, "dur_us": dur_us, "sm": sm,
             "bw": bw, "tc": tc, "reads": reads, "writes": writes, "family": family, "region": region,
-            "blocks": blocks, "blocks_per_sm": per_sm, "warps_per_block": warps, "kernels": kernels}
+            "blocks": blocks, "blocks_per_sm": per_sm, "warps_per_block": warps, "library_kernel": library,
+            "kernels": kernels}
 
 
 def _plain_table() -> dict[str, tuple[type[BaseModel], frozenset[str], tuple[tuple[str, int, bool], ...]]]:

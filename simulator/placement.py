@@ -50,8 +50,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from simulator.interference import capped_fill
+from simulator.ir import Launch, Program
 from simulator.profile import MemoryLatency, Profile
 from simulator.sharing import Demand
 
@@ -233,3 +235,16 @@ def placement_for(profile: Profile) -> PlacementSharing:
                             issue_warps=profile.issue_warps.value if profile.issue_warps is not None else None,
                             issue_warps_by_class=tuple(sorted((cls, fig.value) for cls, fig
                                                               in profile.issue_warps_by_kernel.items())))
+
+
+GEMM_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
+
+
+def sharing_for(profile: Profile, program: Program) -> Any:
+    """How the shape path shares the device for ``program``: block placement (:func:`placement_for`) where the
+    profile recorded the launch of every GEMM the program runs (``Profile.launch_geometry``: the kernel and its
+    geometry, which the shapes alone do not say), else the profile's own form (``Profile.sharing_model``)."""
+    gemms = [op for op in program.ops if isinstance(op, Launch) and op.family in GEMM_FAMILIES]
+    if profile.launch_geometry is not None and gemms and all(op.blocks is not None for op in gemms):
+        return placement_for(profile)
+    return profile.sharing_model()

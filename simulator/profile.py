@@ -271,6 +271,29 @@ class MemoryLatency(_Model):
         return _interpolate(self.classes.get(kind, self.points) if kind is not None else self.points, share)
 
 
+class LaunchGeometry(_Model):
+    """One GEMM launch as the BLAS library made it on this GPU: the kernel it ran and its launch geometry (thread
+    blocks, how many of them one SM holds by registers / threads / shared memory, warps per block)."""
+
+    kernel: str = Field(min_length=1)
+    blocks: int = Field(ge=1)
+    blocks_per_sm: int = Field(ge=1)
+    warps_per_block: int = Field(ge=1)
+
+
+class LaunchGeometries(_Model):
+    """The GEMM launches recorded on this GPU: per launch key (``mm K=.. N=..`` for a bf16 ``F.linear``,
+    ``mm_fp32 K=.. N=..`` for the fp32 router, ``grouped_mm K=.. N=..`` for the routed experts' grouped GEMM)
+    and the layer's token count, what was launched. Only where recorded: no interpolation (the library picks
+    its kernel by heuristics of the exact shape)."""
+
+    launches: dict[str, dict[int, LaunchGeometry]]
+    source: str
+
+    def at(self, key: str, tokens: int) -> LaunchGeometry | None:
+        return self.launches.get(key, {}).get(tokens)
+
+
 class Profile(_Model):
     name: str = Field(min_length=1)
     provenance: Literal["calibrated", "datasheet"]
@@ -298,6 +321,10 @@ class Profile(_Model):
         {}, description="the same per kernel class where measured (``simulator.placement.issue_class``, by kernel "
                         "name: e.g. ``xmma``, cuBLAS's xmma GEMM kernels); a kernel of no listed class takes "
                         "``issue_warps``")
+    launch_geometry: LaunchGeometries | None = Field(
+        None, description="the GEMM launches recorded on this GPU (kernel, blocks, blocks per SM, warps): the "
+                          "shape path places a layer's blocks where every GEMM launch of it is recorded "
+                          "(``simulator.placement.sharing_for``); absent: never recorded (e.g. a GPU not measured)")
     link: Link
     measurements: list[str] = []
     fit: dict[str, Any] = {}

@@ -20,6 +20,7 @@ from simulator.engine import simulate
 from simulator.errors import InputError
 from simulator.ir import Program
 from simulator.measured_routing import find_routing, load_routing, with_routing
+from simulator.placement import sharing_for
 from simulator.profile import Profile
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
@@ -120,21 +121,21 @@ def predict_case(profile: Profile, case: dict[str, Any], sharing: Any = None, qu
     """Simulated µs per layer for one case, timed as kernels_real.bench times it: eager layer calls back to
     back (event-timed, so host-bound layers show their host time), or replays of a graph of
     ``layers_per_replay`` layer calls, per layer; with the experts its weight sets hit where the case carries
-    them (``touched_experts``), else their expectation. ``quick`` (for fits that simulate many times): graphs
+    them (``touched_experts``), else their expectation; shared by ``sharing``, else as the profile shares this
+    program (``simulator.placement.sharing_for``). ``quick`` (for fits that simulate many times): graphs
     of one layer, replayed twice."""
     dims = get_preset(str(case["preset"]))
     tokens, strategy, mode = int(case["tokens"]), str(case["strategy"]), str(case["mode"])
-    sharing = sharing if sharing is not None else profile.sharing_model()
     touched = case.get("touched_experts")  # the routing its weight sets hit, where measured (load_cases)
     if mode == "graph":
         layers = 1 if quick else int(case.get("layers_per_replay") or 1)
         prog = moe_layer_program(dims, tokens, strategy, profile, mode="graph",
                                  iterations=2 if quick else GRAPH_REPLAYS, layers_per_graph=layers, touched=touched)
-        return replayed_layer_us(prog, sharing, layers)
+        return replayed_layer_us(prog, sharing if sharing is not None else sharing_for(profile, prog), layers)
     burst = burst_calls(case)
     iterations = burst or EAGER_ITERATIONS
     prog = moe_layer_program(dims, tokens, strategy, profile, mode="eager", iterations=iterations, touched=touched)
-    res = simulate(prog, sharing)
+    res = simulate(prog, sharing if sharing is not None else sharing_for(profile, prog))
     per_iter = len(list(prog.kernels())) // iterations
     order = sorted(res.kernels, key=lambda k: k.index)
     calls = [order[i * per_iter:(i + 1) * per_iter] for i in range(iterations)]
@@ -191,11 +192,10 @@ def measured_gains(runs: Iterable[str | Path]) -> dict[tuple[str, int], float]:
 
 def gain_points(profile: Profile, runs: Iterable[str | Path], progress: Any = None) -> list[GainPoint]:
     """Measured and predicted multi_stream gain over sequential at every graph point of ``runs``."""
-    sharing = profile.sharing_model()
     points = []
     for (preset, tokens), cases in graph_pairs(runs).items():
         seq, ms = cases["sequential"], cases["multi_stream"]
-        seq_us, ms_us = predict_case(profile, seq, sharing), predict_case(profile, ms, sharing)
+        seq_us, ms_us = predict_case(profile, seq), predict_case(profile, ms)
         points.append(GainPoint(preset, tokens, 1 - ms["median_us"] / seq["median_us"], 1 - ms_us / seq_us,
                                 (seq_us / seq["median_us"] - 1, ms_us / ms["median_us"] - 1)))
         if progress:
@@ -268,10 +268,9 @@ def evaluate(profile: Profile, cases: Sequence[dict[str, Any]], holdout_presets:
     held out), per mode, sign agreement of the multi_stream gain, and the targets met or missed."""
     holdout_presets, holdout_tokens = list(holdout_presets), list(holdout_tokens)
     any_holdout = bool(holdout_presets or holdout_tokens)
-    sharing = profile.sharing_model()
     rows = []
     for case in cases:
-        pred = predict_case(profile, case, sharing)
+        pred = predict_case(profile, case)
         meas = float(case["median_us"])
         split = split_of(case, holdout_presets, holdout_tokens) if any_holdout else "validation"
         rows.append({"preset": get_preset(str(case["preset"])).name, "tokens": int(case["tokens"]),

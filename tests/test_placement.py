@@ -63,6 +63,17 @@ def test_an_xmma_kernel_takes_its_class_issue_warps():
     assert issue_class(xmma) == "xmma" and issue_class("cutlass_80_simt_sgemm_64x64_8x5_tn_align1") is None
 
 
+def test_a_launch_is_classed_by_the_library_kernel_it_names():
+    """The shape path names its launches by op (``router_gemm``) and records the library kernel apart
+    (``library_kernel``): block placement classes it by that kernel. The xmma router of the test above, named
+    ``router_gemm``, ends at 11 (its class's 20 warps), not at 36.67 (the default 5)."""
+    sharing = PlacementSharing(sm_count=132, issue_warps=5.0, issue_warps_by_class=(("xmma", 20.0),))
+    xmma = "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize32x32x8_stage3_warpsize1x1x1_ffma"
+    router = {"launch": {**_gemm("router_gemm", "aux", 10, 384, 12, warps=2)["launch"], "library_kernel": xmma}}
+    r = simulate(program([_gemm("S", "main", 20, 96, 1), router]), sharing)
+    assert times(r)["router_gemm"] == pytest.approx((0, 11))
+
+
 def test_blocks_that_saturate_an_sm_alone_slow_by_the_extra_blocks_only():
     """With ``issue_warps`` 4: R, 264 blocks of 4 warps, 2 per SM alone (ceil(264 / 132); 8 warps: already 2 times
     an SM's full-speed warps), packed beside S onto 36 SMs: the busiest holds ceil(264 / 36) = 8 blocks, 32

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from simulator.cost import KernelSpec, elementwise_grid_share, gemm_grid_share, table_key
 from simulator.errors import InputError
-from simulator.profile import Profile
+from simulator.profile import LaunchGeometry, Profile
 from simulator.workloads.builder import ProgramBuilder
 from simulator.workloads.layout import ExpertView
 from simulator.workloads.presets import MoEDims
@@ -44,8 +44,8 @@ class TableLookup(NamedTuple):
 class TorchOp:
     """One torch op as the cost model sees it: bytes moved, buffers read and written, elements (the grid of
     an elementwise op), flops and GEMM shape over ``groups`` groups, its measured table and the fused shared
-    ``parts`` of a grouped GEMM, and ``op_key``, the torch op it is fitted as (default: ``name``; GEMMs: none,
-    they are looked up in measured tables)."""
+    ``parts`` of a grouped GEMM, ``op_key``, the torch op it is fitted as (default: ``name``; GEMMs: none,
+    they are looked up in measured tables), and a GEMM's ``geometry``: the launch recorded on this GPU, if any."""
 
     name: str
     family: str
@@ -59,6 +59,7 @@ class TorchOp:
     table: TableLookup | None = None
     parts: tuple[tuple[float, float], ...] = ()
     op_key: str | None = None
+    geometry: LaunchGeometry | None = None
 
 
 def router_op_key(rows: int) -> str:
@@ -97,7 +98,8 @@ class LayerEmitter:
                           rows=op.gemm.rows if op.gemm else None, reads=op.reads, writes=op.writes,
                           table=key, x=x, count=count, parts=op.parts,
                           op_key=op.op_key or (None if is_table_gemm else op.name),
-                          flops_per_x=2.0 * op.gemm.depth * op.gemm.width if is_table_gemm else 0.0)
+                          flops_per_x=2.0 * op.gemm.depth * op.gemm.width if is_table_gemm else 0.0,
+                          geometry=op.geometry)
         self.builder.launch(spec, stream)
         return op.writes[0] if op.writes else ""
 
@@ -117,7 +119,14 @@ class LayerEmitter:
         table = TableLookup(table_key("mm", K=depth, N=width), tokens) if family == "gemm" else None
         return self.launch(TorchOp(name, family, elem * (tokens * depth + depth * width + tokens * width), (x,),
                                    (out,), flops=2.0 * tokens * depth * width,
-                                   gemm=GemmShape(tokens, depth, width), table=table, op_key=op_key), stream)
+                                   gemm=GemmShape(tokens, depth, width), table=table, op_key=op_key,
+                                   geometry=self.recorded("mm" if family == "gemm" else "mm_fp32", depth, width)),
+                           stream)
+
+    def recorded(self, op: str, depth: int, width: int) -> LaunchGeometry | None:
+        """The launch the profile recorded on its GPU for this GEMM at the layer's token count, if any."""
+        table = self.profile.launch_geometry
+        return None if table is None else table.at(table_key(op, K=depth, N=width), self.tokens)
 
     def untabled(self, name: str, nbytes: float, reads: Sequence[str], writes: Sequence[str],
                   elements: float, family: str = "reduction") -> str:
@@ -212,7 +221,7 @@ class LayerEmitter:
             (x_sorted, offsets), (self.buf("gate_up"),), flops=2.0 * rows * hidden * 2 * width,
             gemm=GemmShape(per_group, hidden, 2 * width), groups=view.active,
             table=TableLookup(table_key("grouped_mm", K=hidden, N=2 * width), per_routed, view.touched),
-            parts=shared_part))
+            parts=shared_part, geometry=self.recorded("grouped_mm", hidden, 2 * width)))
         act = self.elementwise("silu", rows * width, 2 * elem, [gate_up], [self.buf("silu")], op_key="act_silu")
         act = self.elementwise("mul", rows * width, 3 * elem, [act, gate_up], [self.buf("act")], op_key="act_mul")
         down = self.launch(TorchOp(
@@ -221,7 +230,7 @@ class LayerEmitter:
             (act, offsets), (self.buf("down"),), flops=2.0 * rows * width * hidden,
             gemm=GemmShape(per_group, width, hidden), groups=view.active,
             table=TableLookup(table_key("grouped_mm", K=width, N=hidden), per_routed, view.touched),
-            parts=shared_part))
+            parts=shared_part, geometry=self.recorded("grouped_mm", width, hidden)))
         scale = self.untabled("index_select", (2 * F32 + I64) * rows, [weights, order], [self.buf("scale")],
                                elements=rows, family="gather")
         out = self.elementwise("zeros", tokens * hidden, F32, [], [self.buf("combine_f32")])
