@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from calibration.fit_geometry import launch_geometries
+from calibration.fit_geometry import sources_in as geometry_sources
 from calibration.fit_graph_corun import (
     FORM_UNITS,
     FORMS,
@@ -440,7 +442,8 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     (``calibration.fit_latency_in_situ``), with the grouped GEMM's shard law from the same layer traces
     (``calibration.fit_grouped_law``), else from the placement probe's runs, and from its router runs the
     warps an SM runs at full speed
-    (``calibration.fit_latency``); then the decisions it makes on the folder's bench runs, and those of the trace
+    (``calibration.fit_latency``); the GEMM launches recorded on this GPU (``calibration.fit_geometry``); then
+    the decisions it makes on the folder's bench runs, and those of the trace
     what-if on its decode sets (``calibration.fit_whatif``)."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
     if not path.exists():
@@ -496,6 +499,10 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
         doc["issue_warps"] = issue_warps(probe, _rel(probe))
         doc["issue_warps_by_kernel"] = issue_warps_by_kernel(probe, _rel(probe))
         doc["measurements"] += [_rel(probe / run) for run in ROUTER_RUNS]
+    sources = geometry_sources(folder)
+    if sources:
+        say("reading the GEMM launches recorded on this GPU (kernel and launch geometry)")
+        doc["launch_geometry"] = launch_geometries(sources, ", ".join(_rel(s) for s in sources))
     profile = Profile.model_validate(doc)
     runs = bench_runs(folder)
     if runs:
