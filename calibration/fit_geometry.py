@@ -109,16 +109,16 @@ def graph_corun_facts(path: Path) -> Iterator[Fact]:
 
 
 def probe_facts(path: Path) -> Iterator[Fact]:
-    """The GEMM launches of a ``kernels_real.geometry_probe`` run: per point, the stream with the shared
-    experts' GEMMs and the router's (the stream with one GEMM)."""
+    """The GEMM launches of a ``kernels_real.geometry_probe`` run: per point, the router's stream (one GEMM) and
+    the shared experts' (none for a model without them)."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
     for record in doc["records"]:
-        streams = sorted(record["streams"], key=len)
-        if len(streams) != 2:
-            raise InputError(f"{path}: {record['preset']} t{record['tokens']}: {len(streams)} streams of GEMMs, "
-                             "expected the router's and the shared experts'")
-        router, shared = ([{**k, "name": k["kernel"]} for k in s] for s in streams)
-        yield from _facts(get_preset(str(record["preset"])), int(record["tokens"]), shared, router[:1], [])
+        streams = [[{**k, "name": k["kernel"]} for k in s] for s in sorted(record["streams"], key=len)]
+        if len(streams) not in (1, 2) or len(streams[0]) != 1:
+            raise InputError(f"{path}: {record['preset']} t{record['tokens']}: GEMMs per stream "
+                             f"{[len(s) for s in streams]}, expected the router's one and the shared experts'")
+        shared = streams[1] if len(streams) == 2 else []
+        yield from _facts(get_preset(str(record["preset"])), int(record["tokens"]), shared, streams[0], [])
 
 
 def sources_in(folder: Path) -> list[Path]:

@@ -28,8 +28,9 @@ import torch.nn.functional as F
 from kernels_real.config import get_preset
 from kernels_real.layer import silu_and_mul
 from kernels_real.profiling import chrome_trace
+from simulator.workloads.presets import PRESETS as PRESET_DIMS
 
-PRESETS = ("deepseek_v3", "kimi_k2", "qwen2_57b_a14b", "llama4_scout", "llama4_maverick", "deepseek_v2_lite")
+PRESETS = tuple(PRESET_DIMS)
 RANKS = ("", "@tp2", "@tp4", "@tp8", "@ep2", "@ep4", "@ep8")
 TOKENS = (1, 2, 4, 8, 16, 32, 64)
 FIELDS = ("grid", "block", "registers per thread", "shared memory")
@@ -49,14 +50,18 @@ def _step(name: str, tokens: int, device: torch.device) -> Any:
     h, s = cfg.hidden, cfg.shared_total
     x = torch.randn(tokens, h, device=device, dtype=dtype)
     gate = torch.randn(cfg.n_experts, h, device=device, dtype=torch.float32)
-    w13 = torch.randn(2 * s, h, device=device, dtype=dtype).mul_(h**-0.5)
-    w2 = torch.randn(h, s, device=device, dtype=dtype).mul_(s**-0.5)
+    w13 = torch.randn(2 * s, h, device=device, dtype=dtype).mul_(h**-0.5) if s else None
+    w2 = torch.randn(h, s, device=device, dtype=dtype).mul_(s**-0.5) if s else None
+    shared_gate = torch.randn(1, h, device=device, dtype=dtype) if s and cfg.shared_gate else None
     aux = torch.cuda.Stream(device)
 
     def step() -> None:
         aux.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(aux):
-            F.linear(silu_and_mul(F.linear(x, w13)), w2)
+            if w13 is not None:
+                y = F.linear(silu_and_mul(F.linear(x, w13)), w2)
+                if shared_gate is not None:
+                    y = y * torch.sigmoid(F.linear(x, shared_gate))
         F.linear(x.float(), gate)
         torch.cuda.current_stream(device).wait_stream(aux)
 
@@ -64,8 +69,8 @@ def _step(name: str, tokens: int, device: torch.device) -> Any:
 
 
 def probe_point(name: str, tokens: int, device: torch.device) -> dict[str, Any]:
-    """The GEMM kernels of one point, per stream in launch order (the aux stream: the shared experts' two GEMMs;
-    the main stream: the router's)."""
+    """The GEMM kernels of one point, per stream in launch order (the aux stream: the shared experts' GEMMs, none
+    for a model without shared experts; the main stream: the router's)."""
     step = _step(name, tokens, device)
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
@@ -94,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, required=True, help="folder for geometry.json.gz")
     ap.add_argument("--presets", nargs="+", default=[p + r for p in PRESETS for r in RANKS],
-                    help="presets / rank variants (default: six presets × plain, tp2/4/8, ep2/4/8)")
+                    help="presets / rank variants (default: every preset × plain, tp2/4/8, ep2/4/8)")
     ap.add_argument("--tokens", type=int, nargs="+", default=list(TOKENS), help="token counts (default 1..64)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
