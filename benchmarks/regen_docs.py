@@ -436,6 +436,12 @@ def _lopo() -> str:
     return lopo.markdown(lopo.rows()) + "\n"
 
 
+def _recorded_geometry() -> str:
+    import recorded_geometry  # benchmarks/recorded_geometry.py
+
+    return recorded_geometry.markdown("h200") + "\n"
+
+
 def _shape_geometry() -> str:
     import shape_geometry  # benchmarks/shape_geometry.py
 
@@ -601,6 +607,7 @@ BLOCKS: dict[str, Block] = {
     "transfer-h100-solo": Block(VALIDATION, f"python benchmarks/chip_transfer.py --solo {H100_SOLO}",
                                 _chip_transfer_solo),
     "decode-shape-geometry": Block(VALIDATION, "python benchmarks/shape_geometry.py", _shape_geometry),
+    "decode-recorded-geometry": Block(VALIDATION, "python benchmarks/recorded_geometry.py", _recorded_geometry),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
