@@ -1,9 +1,11 @@
-"""The shape path given the launch geometry it cannot know: the traced cuBLAS / CUTLASS grids, with block placement.
+"""The shape path given the launch geometry of each point's own trace: the traced cuBLAS / CUTLASS grids, with block
+placement.
 
-The shape path (``moesim sweep`` / ``thresholds`` / ``validate``) builds the layer from shapes, without launch
-geometry, and shares the device by the profile's form. Here every point traced as a multi_stream CUDA-graph layer
-(``kernels_real.bench --trace-timed-graphs``) is simulated three ways at 1, 2 and 4 tokens: the shape path as
-shipped; with block placement (``simulator.placement``) but no geometry; and with block placement and the
+The shape path (``moesim sweep`` / ``thresholds`` / ``validate``) builds the layer from shapes; where the profile
+recorded no launch for a GEMM it shares the device by the profile's form (``benchmarks/recorded_geometry.py`` scores
+it with the launches recorded). Here every point traced as a multi_stream CUDA-graph layer
+(``kernels_real.bench --trace-timed-graphs``) is simulated three ways at 1, 2 and 4 tokens: by the profile's own
+form, without launches; with block placement (``simulator.placement``) but no geometry; and with block placement and the
 geometry of that point's traced GEMM kernels (blocks, blocks per SM from registers / shared memory / threads,
 warps per block, and the kernel's name, which picks its latency and issue class). The predicted multi_stream gain
 of each against the measured gain (the timed graphs of the rank-variant matrix, as the decisions blocks
@@ -21,15 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from calibration.layer_traces import (
-    aux_stream,
-    is_gemm,
-    is_grouped_gemm,
-    launch_geometry,
-    layers_of,
-    load_kernel_records,
-    router_position,
-)
+from calibration.layer_traces import launch_geometry, layer_gemms, layers_of, load_kernel_records
 from simulator.decisions import GainPoint, score
 from simulator.errors import InputError, print_or_fail
 from simulator.ir import Launch
@@ -61,12 +55,7 @@ def traced_geometry(runs: Sequence[Path]) -> dict[tuple[str, int], Geometry]:
             if record["strategy"] != "multi_stream" or record["mode"] != "graph":
                 continue
             split = layers_of(record, 1)
-            layer = split[1] if len(split) > 1 else split[0]
-            aux = aux_stream(layer)
-            shared = [k for k in layer if k["stream"] == aux and is_gemm(k["name"])]
-            at = router_position(layer)
-            router = [] if at is None else [layer[at]]
-            grouped = [k for k in layer if is_grouped_gemm(k["name"])]
+            shared, router, grouped = layer_gemms(split[1] if len(split) > 1 else split[0])
             pairs = [*zip(SHARED, shared, strict=False), *zip(("router_gemm",), router, strict=False),
                      *zip(GROUPED, grouped, strict=False)]
             out[(str(record["preset"]), int(record["tokens"]))] = {
@@ -98,14 +87,14 @@ def layer_us(profile: Profile, case: dict[str, Any], sharing: Any, geometry: Geo
 def rows(profile: Profile, tokens: Sequence[int]) -> list[tuple[str, int, float, float, float, float]]:
     """(preset, tokens, measured, shape path, placement, placement + traced geometry) gains per point."""
     geometry = traced_geometry(RUNS)
-    shipped, placing = profile.sharing_model(), placement_for(profile)
+    own, placing = profile.sharing_model(), placement_for(profile)
     out = []
     for (preset, t), cases in graph_pairs(TIMED).items():
         if t not in tokens or (preset, t) not in geometry:
             continue
         seq, ms = cases["sequential"], cases["multi_stream"]
         gains = [1 - layer_us(profile, ms, sharing, geo) / layer_us(profile, seq, sharing, geo)
-                 for sharing, geo in ((shipped, None), (placing, None), (placing, geometry[(preset, t)]))]
+                 for sharing, geo in ((own, None), (placing, None), (placing, geometry[(preset, t)]))]
         out.append((preset, t, 1 - ms["median_us"] / seq["median_us"], *gains))
     if not out:
         raise InputError("no traced point of the timed runs at these token counts")
@@ -127,7 +116,7 @@ def grid_changes(first: Sequence[Path], other: Path) -> tuple[int, int]:
 def markdown(profile_name: str = "h200", tokens: Sequence[int] = (1, 2, 4)) -> str:
     profile = load_profile(profile_name)
     table = rows(profile, tokens)
-    forms = ("shape path as shipped", "block placement, no geometry", "block placement, traced geometry")
+    forms = ("the profile's own form (no launches)", "block placement, no geometry", "block placement, traced geometry")
     lines = [f"Profile: {profile.describe()}. Traces: {', '.join(map(str, RUNS))}; measured gains: "
              f"{', '.join(map(str, TIMED))} (graph; a point in both runs: the mean of their medians). Tokens: "
              f"{', '.join(map(str, tokens))}. Regret: multi_stream where the predicted gain exceeds "
@@ -142,7 +131,7 @@ def markdown(profile_name: str = "h200", tokens: Sequence[int] = (1, 2, 4)) -> s
                      f"{100 * model.worst:.2f} |")
     lines.append(f"| always multi_stream | {len(table)} | – | – | – | {100 * always.mean:.2f} / "
                  f"{100 * always.worst:.2f} |")
-    lines += ["", "| preset | tokens | measured | shape path | placement | placement + geometry |",
+    lines += ["", "| preset | tokens | measured | profile's form | placement | placement + geometry |",
               "| --- | ---: | ---: | ---: | ---: | ---: |"]
     lines += [f"| {p} | {t} | {m:+.1%} | {a:+.1%} | {b:+.1%} | {c:+.1%} |" for p, t, m, a, b, c in table]
     differ, compared = grid_changes(RUNS, OTHER)

@@ -25,6 +25,10 @@ copies from the calibrated profile, each with a source that says it was carried 
   the share of a looked-up time the family's roofline spends streaming there to the family's rate here
   (``simulator.cost.transferred_time``); the rest stays as measured.
 
+With ``--geometry``, measurement folders of the target GPU give it the GEMM launches recorded there
+(``launch_geometry``, ``calibration.fit_geometry``): a fact of that GPU and its libraries, never carried (the
+H100's cuBLAS picks another kernel or grid than the H200's for some shapes).
+
 With ``--score-runs``, runs measured on the target GPU (each run's ``env.json`` names it) score the carried
 profile's multi_stream choices (``fit.decisions``, as ``moesim calibrate`` records them; ``moesim thresholds``
 prints the verdict). Nothing is fitted to them.
@@ -45,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from calibration.fit import decisions_report
+from calibration.fit_geometry import launch_geometries
+from calibration.fit_geometry import sources_in as geometry_sources
 from simulator.errors import InputError
 from simulator.outputs import write_text_atomic
 from simulator.profile import Profile, load_profile, parse_profile
@@ -173,6 +179,16 @@ def with_decisions(doc: dict[str, Any], runs: Sequence[Path]) -> None:
         "note": f"scored on runs measured on {profile.hardware.gpu}; nothing is fitted to them"}
 
 
+def with_geometry(doc: dict[str, Any], folders: Sequence[Path]) -> None:
+    """The GEMM launches recorded on the target GPU in ``folders`` into ``doc`` (``launch_geometry``): measured
+    on that GPU, not carried (the libraries pick other kernels on another GPU of the same chip)."""
+    sources = [s for folder in folders for s in geometry_sources(folder)]
+    if not sources:
+        raise InputError(f"--geometry: no geometry-probe run, graph co-run or layer-trace run under "
+                         f"{', '.join(map(str, folders))}")
+    doc["launch_geometry"] = launch_geometries(sources, ", ".join(map(str, sources)))
+
+
 def _without_carried(source: str) -> str:
     """A family's source with an earlier run's carried note removed (carrying twice says it once)."""
     return source.split("; resident=")[0]
@@ -189,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--score-runs", nargs="+", type=Path, default=[],
                     help="bench runs measured on the target GPU (a single --to): score the carried profile's "
                          "multi_stream choices on them (fit.decisions; nothing fitted)")
+    ap.add_argument("--geometry", nargs="+", type=Path, default=[],
+                    help="measurement folders of the target GPU (a single --to) whose GEMM launches it records "
+                         "(geometry-probe runs, layer traces: calibration.fit_geometry): measured there, not carried")
     ap.add_argument("--source-datasheet", default=None,
                     help="the source GPU's datasheet profile, whose ceilings scale the families' rates "
                          "(default: FROM-datasheet)")
@@ -202,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             path = _path(name)
             load_profile(path)  # one-line errors for a missing or invalid profile
             outputs.append((path, carried(json.loads(path.read_text()), source, datasheet)))
+        if args.geometry:
+            if len(outputs) != 1:
+                raise InputError("--geometry: name one --to profile (the launches are of one GPU)")
+            with_geometry(outputs[0][1], args.geometry)
         if args.score_runs:
             if len(outputs) != 1:
                 raise InputError("--score-runs: name one --to profile (the runs are of one GPU)")

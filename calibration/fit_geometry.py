@@ -19,9 +19,10 @@ about half the points (``benchmarks/packed_gemv.py``). A layer that runs it is t
 (``simulator.placement.sharing_for``).
 
 Each launch is keyed as the shape path asks for it (``simulator.workloads.torch_ops.LayerEmitter.recorded``):
-``mm K=.. N=..`` (bf16 ``F.linear``), ``mm_fp32 K=.. N=..`` (the fp32 router), ``grouped_mm K=.. N=..``, at the
-layer's token count. Where two sources hold the same key they must agree (the library's choice is a function of
-the shape on one GPU and build); the count that agree is in the source line, and a disagreement is an error.
+``mm K=.. N=..`` (bf16 ``F.linear``), ``mm_fp32 K=.. N=..`` (the fp32 router), at the layer's token count, and
+``grouped_mm G=.. K=.. N=..`` (``G`` experts) at its routed rows. Where two sources hold the same key they must
+agree (the library's choice is a function of the shape on one GPU and build); the count that agree is in the
+source line, and a disagreement is an error.
 """
 
 from __future__ import annotations
@@ -33,20 +34,19 @@ from pathlib import Path
 from typing import Any
 
 from calibration.layer_traces import (
-    aux_stream,
     is_gemm,
     is_grouped_gemm,
     launch_geometry,
+    layer_gemms,
     layers_of,
     load_kernel_records,
-    router_position,
 )
 from simulator.cost import table_key
 from simulator.errors import InputError
 from simulator.workloads.presets import MoEDims, get_preset
 
 Kernel = dict[str, Any]
-Fact = tuple[str, int, Kernel]  # (launch key, tokens, traced kernel)
+Fact = tuple[str, int, Kernel]  # (launch key, tokens or a grouped GEMM's rows, traced kernel)
 UNMEASURED_PACKING = ("dot_kernel",)  # kernels whose packed slowdown no probe measured (see the module docstring)
 
 
@@ -67,29 +67,34 @@ def router_key(dims: MoEDims) -> str:
 
 
 def grouped_keys(dims: MoEDims) -> list[str]:
-    return [table_key("grouped_mm", K=dims.hidden, N=2 * dims.moe_intermediate),
-            table_key("grouped_mm", K=dims.moe_intermediate, N=dims.hidden)]
+    """The routed experts' two grouped GEMMs over the layer's ``G`` experts (torch picks the kernel's tile
+    configuration by the rows and the groups, so both are in the key)."""
+    return [table_key("grouped_mm", K=dims.hidden, N=2 * dims.moe_intermediate, G=dims.n_experts),
+            table_key("grouped_mm", K=dims.moe_intermediate, N=dims.hidden, G=dims.n_experts)]
 
 
 def _facts(dims: MoEDims, tokens: int, shared: Sequence[Kernel], router: Sequence[Kernel],
            grouped: Sequence[Kernel]) -> Iterator[Fact]:
-    for keys, kernels in ((shared_keys(dims), shared), ([router_key(dims)], router), (grouped_keys(dims), grouped)):
+    """Each traced GEMM under its launch key, at the layer's token count (the grouped GEMMs: at their routed rows,
+    ``tokens × top_k``)."""
+    for keys, kernels, rows in ((shared_keys(dims), shared, tokens), ([router_key(dims)], router, tokens),
+                                (grouped_keys(dims), grouped, tokens * dims.top_k)):
         for key, kernel in zip(keys, kernels, strict=False):
-            yield key, tokens, kernel
+            yield key, rows, kernel
 
 
 def layer_trace_facts(run: Path) -> Iterator[Fact]:
-    """The GEMM launches of a layer-trace run's multi_stream graph layers (the second layer of each record)."""
+    """The GEMM launches of a layer-trace run's multi_stream graph layers (the second layer of each record; a
+    record whose layer runs on other than two streams, e.g. with a stray copy on a third, is skipped: which
+    stream is the shared experts' is then not told by the count of kernels)."""
     for record in load_kernel_records(run):
         if record["strategy"] != "multi_stream" or record["mode"] != "graph":
             continue
         split = layers_of(record, 1)
         layer = split[1] if len(split) > 1 else split[0]
-        aux = aux_stream(layer)
-        at = router_position(layer)
-        yield from _facts(get_preset(str(record["preset"])), int(record["tokens"]),
-                          [k for k in layer if k["stream"] == aux and is_gemm(k["name"])],
-                          [] if at is None else [layer[at]], [k for k in layer if is_grouped_gemm(k["name"])])
+        if len({k["stream"] for k in layer}) != 2:
+            continue
+        yield from _facts(get_preset(str(record["preset"])), int(record["tokens"]), *layer_gemms(layer))
 
 
 def _corun_kernels(record: dict[str, Any], graph: str) -> list[Kernel]:

@@ -83,6 +83,15 @@ def router_position(layer: list[Kernel]) -> int | None:
                  if k["stream"] != aux and is_gemm(k["name"]) and not is_grouped_gemm(k["name"])), None)
 
 
+def layer_gemms(layer: list[Kernel]) -> tuple[list[Kernel], list[Kernel], list[Kernel]]:
+    """A multi_stream layer's GEMMs in launch order: the aux stream's (the shared experts'), the routing head's
+    (:func:`router_position`; none or one) and the grouped GEMMs."""
+    aux = aux_stream(layer)
+    at = router_position(layer)
+    return ([k for k in layer if k["stream"] == aux and is_gemm(k["name"])], [] if at is None else [layer[at]],
+            [k for k in layer if is_grouped_gemm(k["name"])])
+
+
 # one GH100 die (the H200 and the H100): per SM its threads, registers and shared memory; the warp size
 GH100 = DeviceProps(0, "GH100", 132, 2048, 65536, 233472, 32)
 

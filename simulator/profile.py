@@ -283,9 +283,9 @@ class LaunchGeometry(_Model):
 
 class LaunchGeometries(_Model):
     """The GEMM launches recorded on this GPU: per launch key (``mm K=.. N=..`` for a bf16 ``F.linear``,
-    ``mm_fp32 K=.. N=..`` for the fp32 router, ``grouped_mm K=.. N=..`` for the routed experts' grouped GEMM)
-    and the layer's token count, what was launched. Only where recorded: no interpolation (the library picks
-    its kernel by heuristics of the exact shape)."""
+    ``mm_fp32 K=.. N=..`` for the fp32 router, ``grouped_mm G=.. K=.. N=..`` for the routed experts' grouped
+    GEMM over ``G`` experts) and the layer's token count (a grouped GEMM: its routed rows), what was launched.
+    Only where recorded: no interpolation (the library picks its kernel by heuristics of the exact shape)."""
 
     launches: dict[str, dict[int, LaunchGeometry]]
     source: str

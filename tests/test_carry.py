@@ -122,3 +122,20 @@ def test_runs_of_the_target_gpu_score_the_carried_profile(tmp_path, capsys):
     assert decisions["points"] == 80  # 20 presets and rank variants x 1/2/4/16 tokens, both strategies timed
     assert {s["policy"] for s in decisions["scores"]} >= {"model", "always"}
     assert "nothing is fitted" in decisions["note"]
+
+
+def test_launches_recorded_on_the_target_gpu_are_its_own_never_carried(tmp_path, capsys):
+    """Without --geometry the carried profile records no GEMM launch (the H200's are not the H100's); with a folder
+    of the target's launch records it records those; a folder with none is refused with one line."""
+    from tests.test_launch_geometry import SIMT, _probe_file
+
+    path = tmp_path / "h100.json"
+    shutil.copy(PROFILES / "h100.json", path)
+    doc = carried(_doc("h100") | {"launch_geometry": None}, load_profile("h200"), None)
+    assert doc.get("launch_geometry") is None
+    _probe_file(tmp_path / "runs" / "geometry_probe", SIMT)
+    assert main(["--to", str(path), "--geometry", str(tmp_path / "runs")]) == 0
+    recorded = load_profile(path).launch_geometry
+    assert recorded is not None and "mm_fp32 K=7168 N=256" in recorded.launches
+    assert main(["--to", str(path), "--geometry", str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --geometry: no geometry-probe run")

@@ -29,8 +29,11 @@ def _fact(kernel: str, blocks: int, per_sm: int, warps: int) -> dict:
 
 
 def _profile(keys: list[str], tokens: int = TOKENS) -> Profile:
+    """H200 with only ``keys`` recorded at ``tokens`` (a grouped GEMM: at its rows, tokens × top_k)."""
     base = load_profile("h200")
-    launches = {key: {tokens: _fact(SIMT if key.startswith("mm_fp32") else NVJET, 112, 6 if "fp32" in key else 1, 4)}
+    rows = tokens * get_preset(PRESET).top_k
+    launches = {key: {rows if key.startswith("grouped") else tokens:
+                      _fact(SIMT if key.startswith("mm_fp32") else NVJET, 112, 6 if "fp32" in key else 1, 4)}
                 for key in keys}
     table = LaunchGeometries(launches=launches, source="test")
     return base.model_copy(update={"launch_geometry": table})

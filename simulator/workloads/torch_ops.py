@@ -123,10 +123,13 @@ class LayerEmitter:
                                    geometry=self.recorded("mm" if family == "gemm" else "mm_fp32", depth, width)),
                            stream)
 
-    def recorded(self, op: str, depth: int, width: int) -> LaunchGeometry | None:
-        """The launch the profile recorded on its GPU for this GEMM at the layer's token count, if any."""
+    def recorded(self, op: str, depth: int, width: int, rows: int | None = None,
+                 groups: int | None = None) -> LaunchGeometry | None:
+        """The launch the profile recorded on its GPU for this GEMM at ``rows`` (default: the layer's token
+        count; a grouped GEMM: its rows over its ``groups``), if any."""
         table = self.profile.launch_geometry
-        return None if table is None else table.at(table_key(op, K=depth, N=width), self.tokens)
+        dims = {"K": depth, "N": width} | ({"G": groups} if groups else {})
+        return None if table is None else table.at(table_key(op, **dims), rows or self.tokens)
 
     def untabled(self, name: str, nbytes: float, reads: Sequence[str], writes: Sequence[str],
                   elements: float, family: str = "reduction") -> str:
@@ -221,7 +224,7 @@ class LayerEmitter:
             (x_sorted, offsets), (self.buf("gate_up"),), flops=2.0 * rows * hidden * 2 * width,
             gemm=GemmShape(per_group, hidden, 2 * width), groups=view.active,
             table=TableLookup(table_key("grouped_mm", K=hidden, N=2 * width), per_routed, view.touched),
-            parts=shared_part, geometry=self.recorded("grouped_mm", hidden, 2 * width)))
+            parts=shared_part, geometry=self.recorded("grouped_mm", hidden, 2 * width, rows, groups)))
         act = self.elementwise("silu", rows * width, 2 * elem, [gate_up], [self.buf("silu")], op_key="act_silu")
         act = self.elementwise("mul", rows * width, 3 * elem, [act, gate_up], [self.buf("act")], op_key="act_mul")
         down = self.launch(TorchOp(
@@ -230,7 +233,7 @@ class LayerEmitter:
             (act, offsets), (self.buf("down"),), flops=2.0 * rows * width * hidden,
             gemm=GemmShape(per_group, width, hidden), groups=view.active,
             table=TableLookup(table_key("grouped_mm", K=width, N=hidden), per_routed, view.touched),
-            parts=shared_part, geometry=self.recorded("grouped_mm", width, hidden)))
+            parts=shared_part, geometry=self.recorded("grouped_mm", width, hidden, rows, groups)))
         scale = self.untabled("index_select", (2 * F32 + I64) * rows, [weights, order], [self.buf("scale")],
                                elements=rows, family="gather")
         out = self.elementwise("zeros", tokens * hidden, F32, [], [self.buf("combine_f32")])
