@@ -3,18 +3,19 @@
 Where the profile recorded the launch of every GEMM of a layer (kernel, blocks, blocks per SM, warps:
 ``calibration.fit_geometry``), the shape path shares the device by block placement
 (``simulator.placement.sharing_for``); elsewhere by the profile's own form. Here the same profile is run both ways,
-with its recorded launches and with none (the shape path before session 25), against three references:
+with its recorded launches and with none (the shape path before session 25), against its own GPU's runs:
 
-- the H200 matrix: the timed graphs of the rank-variant matrix (``kernels_real9`` and its repeat: one memory
-  layout each), every token count;
-- the layout means of every layout-means run (four layouts per point: weights copies × captures), at 1, 2 and 4
-  tokens, and at 16.
+- H200: the timed graphs of the rank-variant matrix (``kernels_real9`` and its repeat: one memory layout each),
+  every token count; the layout means of every layout-means run (four layouts per point: weights copies ×
+  captures), at 1, 2 and 4 tokens, and at 16;
+- H100 (a GPU never calibrated: datasheet figures, the H200's kernel tables and placement figures carried, the
+  launches recorded on the H100 itself): its layer-trace runs' timed graphs, and its layout means.
 
 Per reference and model: the points, how many of them the model placed, the predicted gain's distance from the
 measured one (median, worst; within ±1.5 points at ≤ 4 tokens), and the regret of multi_stream chosen where the
 predicted gain exceeds the margin, beside always multi_stream and vLLM's default. Nothing is fitted to these runs.
 
-    PYTHONPATH=. python benchmarks/recorded_geometry.py [--profile h200] [--json]
+    PYTHONPATH=. python benchmarks/recorded_geometry.py [--profile h200] [--profile h100] [--json]
 """
 
 from __future__ import annotations
@@ -35,14 +36,23 @@ from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
 
 H200 = Path("calibration/measurements/h200/2026-12-03")
-MATRIX = (H200 / "kernels_real9", H200 / "kernels_real9_repeat")
+H100 = Path("calibration/measurements/h100")
 LAYOUT_MEANS = tuple(H200 / f"layout_means{suffix}" for suffix in ("", "_heldout", "_heldout3", "_heldout4",
                                                                    "_heldout5"))
-REFERENCES: tuple[tuple[str, tuple[Path, ...], tuple[int, ...] | None], ...] = (
-    ("H200 matrix (one layout), all token counts", MATRIX, None),
-    ("layout means, 1/2/4 tokens", LAYOUT_MEANS, (1, 2, 4)),
-    ("layout means, 16 tokens", LAYOUT_MEANS, (16,)),
-)
+Reference = tuple[str, tuple[Path, ...], tuple[int, ...] | None]
+REFERENCES: dict[str, tuple[Reference, ...]] = {
+    "h200": (
+        ("H200 matrix (one layout), all token counts", (H200 / "kernels_real9", H200 / "kernels_real9_repeat"), None),
+        ("layout means, 1/2/4 tokens", LAYOUT_MEANS, (1, 2, 4)),
+        ("layout means, 16 tokens", LAYOUT_MEANS, (16,)),
+    ),
+    "h100": (
+        ("H100 layer-trace runs (one layout), all token counts",
+         tuple(H100 / "2026-12-05" / run for run in ("layer_traces_small", "layer_traces_large",
+                                                    "layer_traces_large_repeat")), None),
+        ("H100 layout means, all token counts", (H100 / "2026-12-06" / "layout_means",), None),
+    ),
+}
 MARGIN = 0.005
 TOLERANCE = 0.015
 
@@ -69,7 +79,7 @@ def report(profile_name: str) -> list[dict[str, Any]]:
     profile = load_profile(profile_name)
     without = profile.model_copy(update={"launch_geometry": None})
     out = []
-    for reference, runs, tokens in REFERENCES:
+    for reference, runs, tokens in REFERENCES[profile_name]:
         for label, model in (("recorded launches", profile), ("none (before)", without)):
             out.append({"reference": reference, **row(label, model, runs, tokens)})
     return out
@@ -84,7 +94,8 @@ def markdown(profile_name: str) -> str:
     profile = load_profile(profile_name)
     table = profile.launch_geometry
     lines = [f"Profile: {profile.describe()}; recorded launches: "
-             f"{table.source if table is not None else 'none'}. Margin {100 * MARGIN:.1f} %.", "",
+             f"{table.source if table is not None else 'none'}. Margin {100 * MARGIN:.1f} %. Not run on AMD "
+             "hardware.", "",
              "| reference | launches | points (placed) | gain off, median / worst (points) | within ±1.5 at ≤ 4 "
              "tokens | regret, model: mean / worst (at) | always | vLLM default |",
              "| --- | --- | ---: | ---: | ---: | --- | --- | --- |"]
@@ -100,12 +111,14 @@ def markdown(profile_name: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profile", default="h200", help="profile name or path (default h200)")
+    ap.add_argument("--profile", choices=sorted(REFERENCES), action="append",
+                    help="the profile(s) to score, each against its own GPU's runs (default: all)")
     ap.add_argument("--json", action="store_true", help="the rows as JSON")
     args = ap.parse_args(argv)
+    names = args.profile or list(REFERENCES)
     if args.json:
-        return print_or_fail(lambda: json.dumps(report(args.profile), indent=2))
-    return print_or_fail(lambda: markdown(args.profile))
+        return print_or_fail(lambda: json.dumps({name: report(name) for name in names}, indent=2))
+    return print_or_fail(lambda: "\n\n".join(markdown(name) for name in names))
 
 
 if __name__ == "__main__":

@@ -439,7 +439,7 @@ def _lopo() -> str:
 def _recorded_geometry() -> str:
     import recorded_geometry  # benchmarks/recorded_geometry.py
 
-    return recorded_geometry.markdown("h200") + "\n"
+    return "\n\n".join(recorded_geometry.markdown(name) for name in recorded_geometry.REFERENCES) + "\n"
 
 
 def _shape_geometry() -> str:
