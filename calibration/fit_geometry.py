@@ -6,7 +6,7 @@ several times slower for its whole life). This reads them where they were record
 name, grid, block, registers per thread, shared memory per block; no duration, no layer-level outcome):
 
 - ``kernels_real.geometry_probe`` runs (``geometry_probe/geometry.json.gz``): every preset and rank variant's
-  dense GEMMs at 1-64 tokens inside a replayed graph;
+  GEMMs (shared experts', router's, grouped) at 1-256 tokens inside a replayed graph;
 - the decode co-runs inside graphs (``graph_corun/graph_corun.json.gz``): the shared experts' GEMMs (graph S),
   the router's (graph R) and the grouped GEMMs (graph G) of each configuration;
 - the layer-trace runs (``layer_traces*/kernels.json.gz`` of ``kernels_real.bench --trace-timed-graphs``): the
@@ -114,16 +114,23 @@ def graph_corun_facts(path: Path) -> Iterator[Fact]:
 
 
 def probe_facts(path: Path) -> Iterator[Fact]:
-    """The GEMM launches of a ``kernels_real.geometry_probe`` run: per point, the router's stream (one GEMM) and
-    the shared experts' (none for a model without them)."""
+    """The GEMM launches of a ``kernels_real.geometry_probe`` run: per point, the main stream (the one with the
+    grouped GEMMs: the router's GEMM, then the two grouped GEMMs) and the aux stream (the shared experts' GEMMs;
+    none for a model without them)."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
     for record in doc["records"]:
-        streams = [[{**k, "name": k["kernel"]} for k in s] for s in sorted(record["streams"], key=len)]
-        if len(streams) not in (1, 2) or len(streams[0]) != 1:
-            raise InputError(f"{path}: {record['preset']} t{record['tokens']}: GEMMs per stream "
-                             f"{[len(s) for s in streams]}, expected the router's one and the shared experts'")
-        shared = streams[1] if len(streams) == 2 else []
-        yield from _facts(get_preset(str(record["preset"])), int(record["tokens"]), shared, streams[0], [])
+        dims = get_preset(str(record["preset"]))
+        streams = [[k for k in s if is_gemm(k["name"])] for s in record["streams"]]
+        main = [s for s in streams if any(is_grouped_gemm(k["name"]) for k in s)]
+        aux = [s for s in streams if s and s not in main]
+        shared = aux[0] if aux else []
+        router = [k for k in main[0] if not is_grouped_gemm(k["name"])] if len(main) == 1 else []
+        grouped = [k for k in main[0] if is_grouped_gemm(k["name"])] if len(main) == 1 else []
+        expected = (len(shared_keys(dims)) if dims.shared_total else 0, 1, 2)
+        if len(aux) > 1 or (len(shared), len(router), len(grouped)) != expected:
+            raise InputError(f"{path}: {record['preset']} t{record['tokens']}: GEMMs found (shared, router, grouped) "
+                             f"{(len(shared), len(router), len(grouped))}, expected {expected}")
+        yield from _facts(dims, int(record["tokens"]), shared, router, grouped)
 
 
 def sources_in(folder: Path) -> list[Path]:

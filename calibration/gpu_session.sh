@@ -3,7 +3,7 @@
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
 # graphprobe, decode, ranks, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces,
-# hostcosts),
+# hostcosts, geometry),
 # or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
@@ -193,6 +193,13 @@ if has eagertraces; then
       2>&1 | tee -a "$out/eagertraces.log" | tail -3
   done
   python3 -m calibration.merge_bench_runs "$edir"
+fi
+if has geometry; then
+  # the kernel and launch geometry the libraries pick for every GEMM of the layer (shared experts', router's, grouped),
+  # every preset and rank variant at 1..256 tokens, inside replayed graphs; no time (GEOMETRY_PRESETS: fewer)
+  python3 -m pytest -q -m gpu tests/test_geometry_probe_gpu.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests-geometry.log" | tail -3
+  python3 -m kernels_real.geometry_probe --out "$out/geometry_probe" ${GEOMETRY_PRESETS:+--presets $GEOMETRY_PRESETS} \
+    2>&1 | tee "$out/geometry.log" | tail -8
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases

@@ -71,15 +71,22 @@ def test_a_layer_with_an_unrecorded_gemm_keeps_the_profile_form(drop: str):
     assert isinstance(sharing_for(profile, _program(profile)), ResidencySharing)
 
 
-def _probe_file(path: Path, router_kernel: str, shared_blocks: int = 96) -> Path:
-    """A ``kernels_real.geometry_probe`` run of one point: the aux stream's two shared GEMMs, the router."""
-    def kernel(name: str, grid: list[int], block: list[int], regs: int, smem: int, stream: int) -> dict:
-        return {"kernel": name, "grid": grid, "block": block, "registers per thread": regs, "shared memory": smem,
-                "stream": stream}
+GROUPED = "void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cutlass::gemm::GroupProblemShape<>>>"
+SILU = "void at::native::vectorized_elementwise_kernel<4, silu_and_mul>"
 
-    shared = [kernel(NVJET, [4, shared_blocks // 4, 1], [384, 1, 1], 168, 164292, 7) for _ in range(2)]
-    router = [kernel(router_kernel, [2, 1, 56], [128, 1, 1], 80, 25600, 0)]
-    doc = {"env": {}, "records": [{"preset": PRESET, "tokens": TOKENS, "streams": [shared, router]}]}
+
+def _probe_file(path: Path, router_kernel: str, shared_blocks: int = 96, shared_streams: int = 1) -> Path:
+    """A ``kernels_real.geometry_probe`` run of one point: the aux stream's two shared GEMMs (with their
+    activation), the main stream's router and two grouped GEMMs (with the cast and the activation)."""
+    def kernel(name: str, grid: list[int], block: list[int], regs: int, smem: int) -> dict:
+        return {"name": name, "grid": grid, "block": block, "registers per thread": regs, "shared memory": smem}
+
+    gemm = kernel(NVJET, [4, shared_blocks // 4, 1], [384, 1, 1], 168, 164292)
+    act = kernel(SILU, [8, 1, 1], [128, 1, 1], 16, 0)
+    grouped = kernel(GROUPED, [132, 1, 1], [384, 1, 1], 168, 200000)
+    shared = [[gemm, act, gemm]] * shared_streams
+    main = [act, kernel(router_kernel, [2, 1, 56], [128, 1, 1], 80, 25600), grouped, act, grouped]
+    doc = {"env": {}, "records": [{"preset": PRESET, "tokens": TOKENS, "streams": [*shared, main]}]}
     path.mkdir(parents=True, exist_ok=True)
     (path / "geometry.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     return path / "geometry.json.gz"
@@ -96,6 +103,14 @@ def test_fit_geometry_reads_a_probe_run(tmp_path: Path):
     gate_up = table.at(shared_keys(dims)[0], TOKENS)
     assert gate_up is not None and (gate_up.blocks, gate_up.blocks_per_sm) == (96, 1)
     assert table.at(router_key(dims), TOKENS + 1) is None
+    grouped = [table.at(key, TOKENS * dims.top_k) for key in grouped_keys(dims)]
+    assert all(g is not None and (g.blocks, g.warps_per_block) == (132, 12) for g in grouped)
+
+
+def test_fit_geometry_rejects_a_probe_record_it_cannot_split(tmp_path: Path):
+    """Two streams beside the one with the grouped GEMMs: which holds the shared experts is not told."""
+    with pytest.raises(InputError, match="GEMMs found"):
+        launch_geometries([_probe_file(tmp_path, SIMT, shared_streams=2)], "test")
 
 
 def test_fit_geometry_leaves_out_the_dot_gemv_and_rejects_disagreeing_sources(tmp_path: Path):
@@ -103,6 +118,6 @@ def test_fit_geometry_leaves_out_the_dot_gemv_and_rejects_disagreeing_sources(tm
     assert router_key(get_preset(PRESET)) not in dot["launches"]
     assert "1 launches of cuBLAS's dot_kernel left out" in dot["source"]
     first, other = _probe_file(tmp_path / "a", SIMT), _probe_file(tmp_path / "b", SIMT, shared_blocks=128)
-    assert "3 launches recorded twice" in launch_geometries([first, first], "test")["source"]
+    assert "5 launches recorded twice" in launch_geometries([first, first], "test")["source"]
     with pytest.raises(InputError, match="an earlier source recorded"):
         launch_geometries([first, other], "test")
