@@ -116,7 +116,9 @@ def graph_corun_facts(path: Path) -> Iterator[Fact]:
 def probe_facts(path: Path) -> Iterator[Fact]:
     """The GEMM launches of a ``kernels_real.geometry_probe`` run: per point, the main stream (the one with the
     grouped GEMMs: the router's GEMM, then the two grouped GEMMs) and the aux stream (the shared experts' GEMMs;
-    none for a model without them)."""
+    none for a model without them). A router GEMM that cuBLAS runs as two GEMM kernels (the H100's split-K xmma
+    GEMM at 8 tokens: the split pass, then a one-slice pass) is keyed by its first, as the layer traces key it
+    (``calibration.layer_traces.router_position``)."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
     for record in doc["records"]:
         dims = get_preset(str(record["preset"]))
@@ -126,11 +128,11 @@ def probe_facts(path: Path) -> Iterator[Fact]:
         shared = aux[0] if aux else []
         router = [k for k in main[0] if not is_grouped_gemm(k["name"])] if len(main) == 1 else []
         grouped = [k for k in main[0] if is_grouped_gemm(k["name"])] if len(main) == 1 else []
-        expected = (len(shared_keys(dims)) if dims.shared_total else 0, 1, 2)
-        if len(aux) > 1 or (len(shared), len(router), len(grouped)) != expected:
+        expected = (len(shared_keys(dims)) if dims.shared_total else 0, 2)
+        if len(aux) > 1 or (len(shared), len(grouped)) != expected or len(router) not in (1, 2):
             raise InputError(f"{path}: {record['preset']} t{record['tokens']}: GEMMs found (shared, router, grouped) "
-                             f"{(len(shared), len(router), len(grouped))}, expected {expected}")
-        yield from _facts(dims, int(record["tokens"]), shared, router, grouped)
+                             f"{(len(shared), len(router), len(grouped))}, expected ({expected[0]}, 1 or 2, {expected[1]})")
+        yield from _facts(dims, int(record["tokens"]), shared, router[:1], grouped)
 
 
 def sources_in(folder: Path) -> list[Path]:

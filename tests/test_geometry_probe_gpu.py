@@ -8,6 +8,7 @@ import json
 import pytest
 
 torch = pytest.importorskip("torch")
+pytest.importorskip("pydantic")  # the reading side (calibration.fit_geometry) needs the core install
 
 from calibration.fit_geometry import grouped_keys, launch_geometries, router_key, shared_keys  # noqa: E402
 from kernels_real.geometry_probe import Weights, default_points, probe_point  # noqa: E402

@@ -107,6 +107,20 @@ def test_fit_geometry_reads_a_probe_run(tmp_path: Path):
     assert all(g is not None and (g.blocks, g.warps_per_block) == (132, 12) for g in grouped)
 
 
+def test_fit_geometry_keys_a_router_run_as_two_gemm_kernels_by_the_first(tmp_path: Path):
+    """cuBLAS may run the router's GEMM as a split pass and a one-slice pass, both GEMM kernels: the first is the
+    launch the shape path places."""
+    path = _probe_file(tmp_path, SIMT)
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    main = doc["records"][0]["streams"][-1]
+    second = {**main[1], "grid": [1, 1, 1]}
+    main.insert(2, second)
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    router = LaunchGeometries.model_validate(launch_geometries([path], "test")).at(router_key(get_preset(PRESET)),
+                                                                                     TOKENS)
+    assert router is not None and router.blocks == 112
+
+
 def test_fit_geometry_rejects_a_probe_record_it_cannot_split(tmp_path: Path):
     """Two streams beside the one with the grouped GEMMs: which holds the shared experts is not told."""
     with pytest.raises(InputError, match="GEMMs found"):
