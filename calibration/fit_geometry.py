@@ -28,6 +28,7 @@ source line, and a disagreement is an error.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -131,7 +132,8 @@ def probe_facts(path: Path) -> Iterator[Fact]:
         expected = (len(shared_keys(dims)) if dims.shared_total else 0, 2)
         if len(aux) > 1 or (len(shared), len(grouped)) != expected or len(router) not in (1, 2):
             raise InputError(f"{path}: {record['preset']} t{record['tokens']}: GEMMs found (shared, router, grouped) "
-                             f"{(len(shared), len(router), len(grouped))}, expected ({expected[0]}, 1 or 2, {expected[1]})")
+                             f"{(len(shared), len(router), len(grouped))}, "
+                             f"expected ({expected[0]}, 1 or 2, {expected[1]})")
         yield from _facts(dims, int(record["tokens"]), shared, router[:1], grouped)
 
 
@@ -149,6 +151,15 @@ def _facts_of(source: Path) -> Iterator[Fact]:
     if source.name == "graph_corun.json.gz":
         return graph_corun_facts(source)
     raise InputError(f"{source}: not a geometry probe, graph co-run or layer-trace run")
+
+
+def kernel_label(name: str) -> str:
+    """A kernel's name as the profile keeps it: whole, or, past 160 characters (CUTLASS's mangled grouped GEMM runs
+    to 1,270), its first 120 and a hash of the whole, so that two kernels stay apart and the profile stays small.
+    The placement classes read tags near the start (``simulator.placement.issue_class`` / ``latency_class``)."""
+    if len(name) <= 160:
+        return name
+    return f"{name[:120]}…#{hashlib.sha1(name.encode()).hexdigest()[:12]}"
 
 
 def launch_geometries(sources: Sequence[Path], where: str) -> dict[str, Any]:
@@ -174,7 +185,8 @@ def launch_geometries(sources: Sequence[Path], where: str) -> dict[str, Any]:
     if not launches:
         raise InputError(f"no GEMM launch recorded in {where}")
     count = sum(len(v) for v in launches.values())
-    return {"launches": {key: dict(sorted(per.items())) for key, per in sorted(launches.items())},
+    return {"launches": {key: {tokens: {**fact, "kernel": kernel_label(fact["kernel"])}
+                               for tokens, fact in sorted(per.items())} for key, per in sorted(launches.items())},
             "source": f"recorded ({where}): {count} GEMM launches ({len(launches)} shapes) as the library made them "
                       f"on this GPU, kernel name and grid / block / registers / shared memory only (no time); "
                       f"{agree} launches recorded twice, all alike; {len(left_out)} launches of cuBLAS's dot_kernel "
