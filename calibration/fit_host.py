@@ -1,18 +1,18 @@
 """Eager host costs per torch op of the layer, from profiler-free host timings (``kernels_real.bench
 --host-costs``), in place of per-family microbench figures times one scale fitted to layer times.
 
-A case's record holds the host-only time of its layer call (plain calls launched onto an idle GPU,
-``host_idle_us``, as a host-bound eager layer launches; in runs before those, plain calls behind a busy GPU,
-``host_only_us``: see :func:`host_time`) and, for one clocked
-call, every torch function call with its time and the host time before it (``kernels_real.host_costs``). The
-builder's launches (``simulator.workloads.torch_ops``) are matched to those calls in order, by the torch
-functions that can implement each (:data:`CALLS`); a launch costs its call's time plus all host time since the
-previous matched call returned (views, metadata reads, ``record_function`` ranges, the layer's Python), the
-layer's tail after the last one going to the last, all × host time / clocked (the clock's own cost taken out
-in proportion). Per builder op name the median over the calibration split's sequential and fused_shared cases
-is the figure; per kernel family the median of its ops' figures (for ops the table lacks), over all ops the
-generic launch cost; the stream and event calls cost what multi_stream's host time exceeds sequential's,
-shared in proportion to their microbench figures. Nothing here is fitted to a layer's device time.
+A case's record holds the host-only time of its layer call (plain calls launched onto an idle GPU, ``host_idle_us``,
+as a host-bound eager layer launches; in runs before those, plain calls behind a busy GPU, ``host_only_us``: see
+:func:`host_time`) and, for one clocked call, every torch function call with its time and the host time before it
+(``kernels_real.host_costs``). The builder's launches (``simulator.workloads.torch_ops``) are matched to those calls
+in order, by the torch functions that can implement each (``simulator.workloads.torch_calls.CALLS``); a launch costs
+its call's time plus all host time since the previous matched call returned (views, metadata reads,
+``record_function`` ranges, the layer's Python), the layer's tail after the last one going to the last, all × host
+time / clocked (the clock's own cost taken out in proportion). Per builder op name the median over the calibration
+split's sequential and fused_shared cases is the figure; per kernel family the median of its ops' figures (for ops
+the table lacks), over all ops the generic launch cost; the stream and event calls cost what multi_stream's host
+time exceeds sequential's, shared in proportion to their microbench figures. Nothing here is fitted to a layer's
+device time.
 
 Those figures are timed behind a busy device. A host-bound eager call launches onto a drained stream and
 its event-timed call outlasts its host-only time: :func:`fit_idle_launch` reads that excess per launch from the
@@ -32,40 +32,8 @@ from simulator.profile import Profile
 from simulator.validation import predict_case
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
+from simulator.workloads.torch_calls import CALLS
 
-# builder op name -> the torch functions (as kernels_real.host_costs names them) that launch it in kernels_real
-CALLS: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("shared_gemm_gate_up", "shared_gemm_down", "shared_gate_gemm", "router_gemm"), ("linear",)),
-    "silu": ("silu",),
-    "mul": ("Tensor.mul", "Tensor.__mul__"),
-    "scale": ("Tensor.mul", "Tensor.__mul__"),
-    "to_float": ("Tensor.float",),
-    "to_bf16": ("Tensor.to",),
-    "softmax": ("softmax",),
-    **dict.fromkeys(("topk", "topk_in_groups", "topk_groups"), ("topk", "Tensor.topk")),
-    "sigmoid": ("sigmoid",),
-    "add_bias": ("Tensor.add", "Tensor.__add__"),
-    "add": ("Tensor.add", "Tensor.__add__"),
-    "sum": ("Tensor.sum",),
-    "div": ("Tensor.div", "Tensor.__truediv__"),
-    "zeros_like": ("zeros_like",),
-    "scatter": ("Tensor.scatter_",),
-    "expand_copy": ("Tensor.reshape",),
-    "eq": ("Tensor.__eq__",),
-    "masked_fill": ("Tensor.masked_fill",),
-    "gather": ("Tensor.gather",),
-    "sort": ("sort",),
-    "ones_like": ("ones_like",),
-    "ones": ("Tensor.new_ones",),
-    "zeros": ("zeros",),
-    "scatter_add": ("Tensor.scatter_add_",),
-    "cumsum": ("cumsum",),
-    "div_index": ("Tensor.__floordiv__",),
-    "index_select": ("Tensor.index_select",),
-    **dict.fromkeys(("grouped_mm_gate_up", "grouped_mm_down"), ("_grouped_mm",)),
-    "index_add": ("Tensor.index_add_",),
-    "cat": ("cat",),
-}
 STREAM_CALLS = ("record", "wait", "set_stream")  # the builder's host ops of the fork/join (no torch function)
 
 

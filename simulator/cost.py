@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 
 from simulator.ir import Launch
 from simulator.profile import KernelFamily, LaunchGeometry, Profile, TableOrigin
+from simulator.workloads.torch_calls import sibling_ops
 
 
 @dataclass(frozen=True)
@@ -139,10 +140,19 @@ def transferred_time(measured_us: float, spec: KernelSpec, fam: KernelFamily, or
     return measured_us + min(measured_us, there) * (here / there - 1.0)
 
 
+def op_family(profile: Profile, op_key: str) -> KernelFamily | None:
+    """The per-op family fitted to torch op ``op_key`` in the real layer's traces; else one fitted to another
+    op of the builder that calls the same torch function, so runs the same kernels
+    (``simulator.workloads.torch_calls``: DeepSeek-V3's in-group top-k takes the routers' fitted ``torch.topk``
+    where its own was never traced); else None (the kernel class's family)."""
+    families = profile.kernel_families
+    return next((families[f"op:{key}"] for key in (op_key, *sibling_ops(op_key)) if f"op:{key}" in families), None)
+
+
 def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:
     """Solo duration and resource demand of a kernel under a profile."""
     table = profile.kernel_tables.get(spec.table) if spec.table else None
-    op_fam = profile.kernel_families.get(f"op:{spec.op_key}") if spec.op_key and table is None else None
+    op_fam = op_family(profile, spec.op_key) if spec.op_key and table is None else None
     fam = op_fam or profile.family(spec.family)
     hbm, tensor = profile.hbm_bytes_per_us, profile.tensor_flops_per_us
     by_law = untabled_grouped_time(spec, profile) if table is None else None

@@ -110,6 +110,22 @@ def test_table_and_op_family_precedence() -> None:
     assert kernel_cost(KernelSpec("k", "f", bytes=0.0, op_key="other"), p).dur_us == pytest.approx(3.0)
 
 
+def test_an_op_never_traced_takes_the_family_of_an_op_of_the_same_torch_call() -> None:
+    """DeepSeek-V3's in-group top-k is a sorted ``torch.topk`` like the routers': without its own fitted family
+    it takes theirs (7 µs), not the kernel class's (3 µs); with its own, its own (5 µs). An op of another call
+    (``softmax``) never borrows it."""
+    doc = json.loads(_profile().model_dump_json())
+    fam = {"bw_eff": 1.0, "tc_eff": 1.0, "kernels": 2, "source": "t"}
+    doc["kernel_families"]["op:topk"] = {"latency_us": 7.0, **fam}
+    borrowed = Profile.model_validate(doc)
+    doc["kernel_families"]["op:topk_in_groups"] = {"latency_us": 5.0, **fam}
+    own = Profile.model_validate(doc)
+    spec = KernelSpec("topk_in_groups", "f", bytes=0.0, op_key="topk_in_groups")
+    assert kernel_cost(spec, borrowed).dur_us == pytest.approx(7.0)
+    assert kernel_cost(spec, own).dur_us == pytest.approx(5.0)
+    assert kernel_cost(KernelSpec("softmax", "f", bytes=0.0, op_key="softmax"), own).dur_us == pytest.approx(3.0)
+
+
 def test_resident_share() -> None:
     rows = _profile(resident="rows")
     assert kernel_cost(KernelSpec("k", "f", bytes=1e6, sm=1.0, rows=16), rows).sm == pytest.approx(16 / 64)
