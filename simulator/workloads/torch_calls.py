@@ -43,7 +43,15 @@ CALLS: dict[str, tuple[str, ...]] = {
 }
 
 
+# a GEMM's kernel follows its dtype and shape, not its torch call (the bf16 shared experts' and the fp32
+# router's ``linear`` run different kernels): GEMMs are costed by their measured tables, never by a sibling
+_GEMM_CALLS = (("linear",), ("_grouped_mm",))
+
+
 def sibling_ops(op: str) -> tuple[str, ...]:
-    """The other builder ops that call ``op``'s torch function (none for an op not listed)."""
+    """The other builder ops that call ``op``'s torch function, so run its kernels (none for an op not listed,
+    and none for a GEMM)."""
     calls = CALLS.get(op)
-    return tuple(other for other, its in CALLS.items() if calls and its == calls and other != op)
+    if calls is None or calls in _GEMM_CALLS:
+        return ()
+    return tuple(other for other, its in CALLS.items() if its == calls and other != op)
