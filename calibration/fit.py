@@ -439,9 +439,9 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
     S|RG pairs, no layer-level gain in any fit); the latency-bound kernels' slowdown under HBM load, measured in
     situ where the folder has layer traces and the eager traces of their points
-    (``calibration.fit_latency_in_situ``), with the grouped GEMM's shard law from the same layer traces and the
-    co-runs' solo grouped kernels (``calibration.fit_grouped_law``), else from the placement probe's runs, and
-    from its router runs the warps an SM runs at full speed
+    (``calibration.fit_latency_in_situ``), with the grouped GEMM's shard law from the same layer traces
+    (``calibration.fit_grouped_law``), else from the placement probe's runs, and from its router runs the
+    warps an SM runs at full speed
     (``calibration.fit_latency``); the GEMM launches recorded on this GPU (``calibration.fit_geometry``); then
     the decisions it makes on the folder's bench runs, and those of the trace
     what-if on its decode sets (``calibration.fit_whatif``)."""
@@ -488,9 +488,8 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
                                                        f"{_rel(layer_traces)}, {_rel(eager_traces)}",
                                                        holdout_presets, profile)
         doc["measurements"] += [_rel(layer_traces / "kernels.json.gz"), _rel(eager_traces / "traces")]
-        say("fitting the grouped GEMM's shard law on the grouped kernels of the layer traces and the co-runs")
-        doc["grouped_shard_law"] = grouped_shard_law(layer_traces, f"{_rel(layer_traces)}, {_rel(path)}", profile,
-                                                     holdout_presets, corun=path)
+        say("fitting the grouped GEMM's shard law on the layer traces' grouped kernels")
+        doc["grouped_shard_law"] = grouped_shard_law(layer_traces, _rel(layer_traces), profile, holdout_presets)
     elif all((probe / f"placement_probe_{op}.json.gz").is_file() for op in LATENCY_OPS):
         say("reading the latency-bound kernels' slowdown under HBM load from the placement probe")
         doc["memory_latency"] = memory_latency(probe, profile.hbm_bytes_per_us, _rel(probe))

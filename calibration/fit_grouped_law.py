@@ -1,24 +1,18 @@
-"""The grouped GEMM's shard law, fitted where the decode regime runs it: the routed experts' grouped kernels as
-traced inside replayed graphs, in the layer traces of the calibration split (call 19) and in the decode co-runs'
-solo graphs of the routed experts (``graph_corun``'s ``G``: four presets, each whole and as TP 2/4/8 shards, at
-1-64 tokens, over rotating weight sets).
+"""The grouped GEMM's shard law, fitted where the decode regime runs it: the routed experts' grouped kernels in the
+layer traces of the calibration split (call 19).
 
-Per traced point the two grouped kernels (gate_up, then down: ``calibration.layer_traces.is_grouped_gemm``) are
-taken at their median (over the sequential graph layers replayed, or over the co-run's weight sets) and matched
-with the builder's grouped launches for the same point: their K × N shape, experts hit and rows per expert
-(``simulator.workloads``'s view, as the simulator costs them). Three terms are fitted by non-negative least squares
-on the relative error: µs per kernel, µs per round of output tiles over the GPU's SMs, and µs per MB of expert
-weights (reported as the streaming rate in GB/s). Tensor-parallel ranks are in both sources (their shapes have no
-measured table), so the law is fitted on the shapes it is used for; the co-runs' TP 8 shards (a K of 176 to 320
-rows of the down GEMM, four k-steps of its 64-deep tile) are what tell the per-round term apart from the
-streaming one when a preset is held out. Held-out presets (and their rank variants) are left out. These are
-kernel times: no layer time and no multi_stream gain enters the fit.
+Per traced point (``kernels_real.bench --trace-timed-graphs``) the sequential graph layers' two grouped kernels
+(gate_up, then down: ``calibration.layer_traces.is_grouped_gemm``) are taken at their median over the replayed
+layers and matched with the builder's grouped launches for the same point: their K × N shape, experts hit and rows
+per expert (``simulator.workloads``'s view, as the simulator costs them). Three terms are fitted by non-negative
+least squares on the relative error: µs per kernel, µs per round of output tiles over the GPU's SMs, and µs per
+MB of expert weights (reported as the streaming rate in GB/s). Tensor-parallel ranks are in the split (their
+shapes have no measured table), so the law is fitted on the shapes it is used for; held-out presets (and their
+rank variants) are left out. No layer time and no multi_stream gain enters the fit.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -65,29 +59,6 @@ def traced_points(run: Path, profile: Profile, holdout_presets: Sequence[str] = 
     return points
 
 
-def corun_points(path: Path, profile: Profile, holdout_presets: Sequence[str] = ()) -> list[tuple[KernelSpec, float]]:
-    """(spec, median traced µs over the weight sets) of every grouped kernel of the decode co-runs' ``G`` graphs
-    (``graph_corun.json.gz``: per weight set the gate_up kernel, then the down kernel)."""
-    held = {get_preset(p).name for p in holdout_presets}
-    points = []
-    for record in json.loads(gzip.decompress(path.read_bytes())):
-        preset = str(record["preset"])
-        if split_rank_name(get_preset(preset).name)[0] in held:
-            continue
-        table = record["kernels"]
-        names = table["names"]
-        grouped = [float(k["dur_us"]) for k in (dict(zip(table["fields"], row, strict=True))
-                                                 for row in table["graphs"].get("G", []))
-                   if is_grouped_gemm(names[k["name"]] if isinstance(k["name"], int) else str(k["name"]))]
-        if not grouped or len(grouped) % len(ROLES):
-            continue
-        specs = grouped_specs(preset, int(record["tokens"]), profile)
-        for i, role in enumerate(ROLES):
-            if role in specs and specs[role].table:
-                points.append((specs[role], statistics.median(grouped[i::len(ROLES)])))
-    return points
-
-
 def terms(spec: KernelSpec, slots: int) -> tuple[float, float, float]:
     """The law's three regressors for a launch: 1 (per kernel), its rounds of tiles, its expert weights in MB."""
     dims = table_dims(spec.table or "")[1]
@@ -96,13 +67,9 @@ def terms(spec: KernelSpec, slots: int) -> tuple[float, float, float]:
             expert_weight_bytes(dims["K"], dims["N"], groups) / 1e6)
 
 
-def grouped_shard_law(run: Path, where: str, profile: Profile, holdout_presets: Sequence[str] = (),
-                      corun: Path | None = None) -> dict[str, Any]:
-    """The profile's ``grouped_shard_law`` (a JSON-ready dict) fitted on the run's traced grouped kernels and, with
-    ``corun`` (a ``graph_corun.json.gz``), the co-runs' solo grouped kernels too (``where`` names both)."""
-    traced = traced_points(run, profile, holdout_presets)
-    solo = corun_points(corun, profile, holdout_presets) if corun is not None else []
-    points = traced + solo
+def grouped_shard_law(run: Path, where: str, profile: Profile, holdout_presets: Sequence[str] = ()) -> dict[str, Any]:
+    """The profile's ``grouped_shard_law`` (a JSON-ready dict) fitted on the run's traced grouped kernels."""
+    points = traced_points(run, profile, holdout_presets)
     if len(points) < 3:
         raise InputError(f"{run}: {len(points)} traced grouped kernels with a table key; the law needs 3")
     slots = profile.hardware.sm_count
@@ -114,13 +81,11 @@ def grouped_shard_law(run: Path, where: str, profile: Profile, holdout_presets: 
         raise InputError(f"{run}: the grouped kernels' times do not grow with their weights; no law fitted")
     residual = np.abs(rows @ weights / measured - 1.0)
     shards = sum(spec.table not in profile.kernel_tables for spec, _ in points)
-    counts = f"{len(traced)} of the sequential graph layers" + (f" and {len(solo)} of the co-runs' solo graphs"
-                                                                  if corun is not None else "")
     return GroupedShardLaw(
         fixed_us=round(fixed, 4), round_us=round(per_round, 4), stream_GBps=round(1e3 / per_mb, 1),
         tile_m=TILE_M, tile_n=TILE_N, slots=slots,
-        source=f"fitted to {len(points)} traced grouped GEMM kernels ({shards} of shard shapes; {counts}) in "
-               f"{where} (non-negative least squares on the relative error; median |residual| "
+        source=f"fitted to {len(points)} traced grouped GEMM kernels ({shards} of shard shapes) of the sequential "
+               f"graph layers in {where} (non-negative least squares on the relative error; median |residual| "
                f"{np.median(residual):.1%}, p90 {np.percentile(residual, 90):.1%}"
                + (f"; presets held out: {sorted(holdout_presets)}" if holdout_presets else "")
                + "); no layer time or gain enters it").model_dump()

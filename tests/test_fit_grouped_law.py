@@ -47,35 +47,3 @@ def test_held_out_presets_and_their_ranks_stay_out(tmp_path: Path) -> None:
     _write_run(run, ["qwen2_57b_a14b", "qwen2_57b_a14b@tp4"], TRUE)
     with pytest.raises(InputError, match="needs 3"):
         grouped_shard_law(run, "synthetic", load_profile("h200"), holdout_presets=["qwen2_57b_a14b"])
-
-
-def _write_corun(path: Path, presets: list[str], law: tuple[float, float, float], weight_sets: int = 2) -> Path:
-    """A ``graph_corun.json.gz`` whose ``G`` graphs hold, per weight set, the routed experts' two grouped kernels
-    timed by ``law`` (names indexed as the co-run stores them), between other kernels."""
-    profile = load_profile("h200")
-    records = []
-    for preset in presets:
-        for tokens in (1, 4, 64):
-            specs = grouped_specs(preset, tokens, profile)
-            times = [sum(w * t for w, t in zip(law, terms(specs[role], profile.hardware.sm_count), strict=True))
-                     for role in ("grouped_mm_gate_up", "grouped_mm_down")]
-            rows = [[1, 7, 0.0, 2.0]] + [[0, 7, 0.0, t] for t in times] * weight_sets
-            records.append({"preset": preset, "tokens": tokens, "kernels": {
-                "fields": ["name", "stream", "start_us", "dur_us"], "names": [GROUPED, "prepare_grouped_gemm_data"],
-                "graphs": {"G": rows, "S": []}}})
-    path.write_bytes(gzip.compress(json.dumps(records).encode()))
-    return path
-
-
-def test_the_co_runs_solo_grouped_kernels_join_the_fit(tmp_path: Path) -> None:
-    """Layer traces of one preset alone cannot tell the three terms apart; with the co-runs' TP shards of another
-    (held-out presets left out of both) the law is recovered."""
-    run = tmp_path / "layer_traces"
-    _write_run(run, ["qwen2_57b_a14b", "qwen2_57b_a14b@tp4"], TRUE)
-    corun = _write_corun(tmp_path / "graph_corun.json.gz", ["deepseek_v2_lite@tp8", "llama4_scout@tp2"], TRUE)
-    law = grouped_shard_law(run, "synthetic", load_profile("h200"), corun=corun)
-    assert (law["fixed_us"], law["round_us"]) == pytest.approx(TRUE[:2], rel=1e-3)
-    assert "and 12 of the co-runs' solo graphs" in law["source"]
-    held = grouped_shard_law(run, "synthetic", load_profile("h200"), holdout_presets=["deepseek_v2_lite"],
-                             corun=corun)
-    assert "and 6 of the co-runs' solo graphs" in held["source"]
