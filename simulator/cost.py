@@ -146,7 +146,10 @@ def op_family(profile: Profile, op_key: str) -> KernelFamily | None:
     (``simulator.workloads.torch_calls``: DeepSeek-V3's in-group top-k takes the routers' fitted ``torch.topk``
     where its own was never traced); else None (the kernel class's family)."""
     families = profile.kernel_families
-    return next((families[f"op:{key}"] for key in (op_key, *sibling_ops(op_key)) if f"op:{key}" in families), None)
+    own = families.get(f"op:{op_key}")
+    if own is not None:
+        return own
+    return next((families[f"op:{key}"] for key in sibling_ops(op_key) if f"op:{key}" in families), None)
 
 
 def kernel_cost(spec: KernelSpec, profile: Profile) -> KernelCost:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from calibration.fit_geometry import grouped_keys, launch_geometries, router_key, shared_keys
+from calibration.fit_geometry import grouped_keys, kernel_label, launch_geometries, router_key, shared_keys
 from simulator.errors import InputError
 from simulator.interference import ResidencySharing
 from simulator.ir import Launch
@@ -140,8 +140,6 @@ def test_fit_geometry_leaves_out_the_dot_gemv_and_rejects_disagreeing_sources(tm
 def test_a_long_kernel_name_is_kept_short_and_apart():
     """CUTLASS's mangled grouped GEMM names run past a thousand characters: the profile keeps their first 120 and a
     hash of the whole, so two such kernels differing only at the end stay two; short names are kept whole."""
-    from calibration.fit_geometry import kernel_label
-
     stem = "_ZN7cutlass13device_kernelI" + "x" * 400
     first, second = kernel_label(stem + "A"), kernel_label(stem + "B")
     assert first != second and first.startswith(stem[:120]) and len(first) < 160

@@ -48,10 +48,12 @@ CALLS: dict[str, tuple[str, ...]] = {
 _GEMM_CALLS = (("linear",), ("_grouped_mm",))
 
 
+_SIBLINGS: dict[str, tuple[str, ...]] = {
+    op: () if calls in _GEMM_CALLS else tuple(other for other, its in CALLS.items() if its == calls and other != op)
+    for op, calls in CALLS.items()}
+
+
 def sibling_ops(op: str) -> tuple[str, ...]:
     """The other builder ops that call ``op``'s torch function, so run its kernels (none for an op not listed,
     and none for a GEMM)."""
-    calls = CALLS.get(op)
-    if calls is None or calls in _GEMM_CALLS:
-        return ()
-    return tuple(other for other, its in CALLS.items() if its == calls and other != op)
+    return _SIBLINGS.get(op, ())
