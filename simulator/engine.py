@@ -69,13 +69,15 @@ class _Kernel:
     rate alone under the default fluid model (0 under another model: not read); ``geometry``: (blocks, blocks
     per SM, warps per block or None) where the launch says, and ``library``: the library kernel it runs where the
     launch names one (else its own name), both read by a placing model, which sets ``placed`` when
-    the kernel starts (and ``floor``, the time it ends no sooner than, where the placement has a ``tail``);
+    the kernel starts (and ``hold``, the time its packed blocks end, where the placement has a ``tail``; once its
+    other blocks are done it holds only the packed ones' SMs until then: ``floor``, the time it ends no sooner than);
     ``queued``: its completion is still to be pushed. Set when it starts: ``start``,
     ``updated`` (when ``remaining`` was last brought up to date) and ``rate``; when its rate changes: ``at`` and
     ``eid`` (its completion's time and event id), then ``event`` (the completion pushed; an earlier one is
     superseded)."""
 
-    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "index", "library", "name",
+    __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "hold", "index", "library",
+                 "name",
                  "placed", "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
 
 
@@ -94,7 +96,7 @@ def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: s
     kernel.solo = solo
     kernel.geometry = None
     kernel.placed = None
-    kernel.floor = 0.0
+    kernel.floor = kernel.hold = 0.0
     kernel.queued = False
     return kernel
 
@@ -518,7 +520,7 @@ class Engine:
                                                           kernel.geometry, kernel.library)
             tail = getattr(placed, "tail", None)
             if tail is not None:  # some of its blocks packed for life: it ends no sooner than they do
-                kernel.floor = now + tail * kernel.remaining
+                kernel.hold = now + tail * kernel.remaining
         self.running.append(kernel)
         self._resolve_rates()
 
@@ -579,11 +581,23 @@ class Engine:
             return  # superseded: the kernel's rate changed after this completion was pushed
         self.now = event.at
         kernel.event = None  # the event holds the kernel: no cycle left behind
+        if kernel.hold > self.now:  # its waiting blocks are done; its packed ones run on, on their own SMs
+            self._hold_packed(kernel)
+            return
         running = self.running
         running.remove(kernel)
         if running:
             self._resolve_rates()
         self._finish(kernel)
+        self._callback_done()
+
+    def _hold_packed(self, kernel: _Kernel) -> None:
+        """Keep a kernel whose waiting blocks are done running until its packed blocks end (``hold``), on their
+        SMs only (the placing model's ``packed_remainder``)."""
+        kernel.floor, kernel.hold = kernel.hold, 0.0
+        kernel.placed, kernel.demand = self._placing.packed_remainder(kernel.placed, kernel.demand)
+        kernel.remaining, kernel.updated, kernel.rate = 0.0, self.now, -1.0  # -1: its rate is re-solved
+        self._resolve_rates()
         self._callback_done()
 
     def _finish(self, kernel: _Kernel) -> None:

@@ -19,7 +19,9 @@ A kernel whose launch geometry is known has ``blocks`` thread blocks, of which o
   the blocks' share of the SMs). When even packing leaves blocks over, the blocks that fit are packed onto the
   SMs left, as many per SM as occupancy allows, and stay; the rest wait, and its share is re-solved as SMs free
   up; it ends no sooner than its packed blocks (``Placed.tail``: the engine holds its end to the packing
-  slowdown of an SM holding that many times its solo time).
+  slowdown of an SM holding that many times its solo time). Once the waiting blocks are done, it holds only the
+  SMs of its packed blocks until they end (:meth:`PlacementSharing.packed_remainder`): a GEMM launched after it
+  gets the SMs its waiting blocks ran on.
 
 A kernel whose blocks find no SM waits (rate 0) until SMs free up. Light kernels that are not packed have blocks
 that retire and are replaced while they run, so they share the SMs no full-SM block holds max-min fairly by their
@@ -85,7 +87,8 @@ class Placed:
     whether its blocks hold whole SMs, the cap it keeps for life when it was packed (else None), when it is
     slowed by the memory latency under load, its :func:`latency_class` (else None), and, when only some of its
     blocks were packed and the rest wait, how many times its solo time the packed ones take (``tail``: the kernel
-    ends no sooner; else None)."""
+    ends no sooner; else None), the share of the SMs they hold (``packed_sms``) and their share of its blocks
+    (``packed_blocks``)."""
 
     spread: float
     touched: float
@@ -93,6 +96,8 @@ class Placed:
     packed_cap: float | None
     latency: str | None = None
     tail: float | None = None
+    packed_sms: float = 0.0
+    packed_blocks: float = 0.0
 
 
 def packing_slowdown(blocks: int, warps: int, sms: int, sm_count: int, issue_warps: float,
@@ -159,7 +164,16 @@ class PlacementSharing:
         # the blocks that fit are packed onto the free SMs for life (as many per SM as occupancy allows); the
         # rest wait: the kernel ends when both are done
         tail = packing_slowdown(blocks, warps, sms, self.sm_count, issue, per_sm)
-        return Placed(spread, room, full, None, latency, tail)
+        return Placed(spread, room, full, None, latency, tail, sms / self.sm_count, min(1.0, sms * per_sm / blocks))
+
+    @staticmethod
+    def packed_remainder(placed: Placed, demand: Demand) -> tuple[Placed, Demand]:
+        """What a kernel with a ``tail`` holds once its waiting blocks are done and only its packed ones run on:
+        their SMs (packed: no cap to re-solve, no waiting blocks), drawing the bandwidth and tensor rate of their
+        share of its work spread over the ``tail`` times its solo time they take."""
+        draw = placed.packed_blocks / (placed.tail or 1.0)
+        return (Placed(placed.packed_sms, placed.packed_sms, False, 1.0),
+                (placed.packed_sms, demand[1] * draw, demand[2] * draw))
 
     def _packed_cap(self, blocks: int, per_sm: int, warps: int | None, spread: float, room: float,
                     issue: float | None) -> float:

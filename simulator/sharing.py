@@ -25,12 +25,15 @@ class PlacingModel(Protocol):
     """A sharing model that places each kernel once, when it starts, among the kernels running then (where its
     blocks land, and whether they stay there), and gives rates from those placements (in start order). A
     placement with a ``tail`` attribute (not None) says the kernel ends no sooner than that many times its solo
-    time after its start (blocks packed for life beside blocks that wait)."""
+    time after its start (blocks packed for life beside blocks that wait); ``packed_remainder`` says what such a
+    kernel holds and draws from when its other blocks are done until then."""
 
     def place(self, running: Sequence[Any], demand: Demand, geometry: tuple[int, int, int | None] | None,
               kernel: str = "") -> Any: ...
 
     def placed_rates(self, demands: Sequence[Demand], placements: Sequence[Any]) -> list[float]: ...
+
+    def packed_remainder(self, placed: Any, demand: Demand) -> tuple[Any, Demand]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -100,6 +100,19 @@ def test_blocks_that_do_not_all_fit_pack_the_free_sms_and_the_kernel_waits_for_t
         assert got["S"] == pytest.approx((0, 20))
 
 
+def test_once_its_waiting_blocks_are_done_a_kernel_holds_only_its_packed_sms():
+    """As above (``issue_warps`` 4, R's 24 packed blocks end at 60, its waiting ones at 28.75), with G, 128 full-SM
+    blocks for 10 µs, queued on main behind S. At 20 G finds R's 64 blocks spread over 64 SMs and gets the other
+    68: rate 68/128 until R's waiting blocks are done at 28.75 (4.6484 µs of its work), then R holds only the 4
+    SMs of its packed blocks and G's 128 blocks all fit: G ends at 28.75 + 10 - 4.6484 = 34.1016. R still ends
+    at 60."""
+    program_ = program([_gemm("S", "main", 20, 128, 1), _gemm("R", "aux", 10, 64, 6, warps=4),
+                        _gemm("G", "main", 10, 128, 1)])
+    got = times(simulate(program_, PlacementSharing(issue_warps=4.0)))
+    assert got["R"] == pytest.approx((0, 60))
+    assert got["G"] == pytest.approx((20, 28.75 + 10 - 8.75 * 68 / 128))
+
+
 def test_full_sm_blocks_wait_for_untouched_sms_then_take_the_freed_ones():
     """G: 132 full-SM blocks started beside S (96 full-SM blocks): it gets the 36 untouched SMs, rate 36/132,
     until S ends at 20 (20 × 36/132 = 5.4545 µs of its 10 done), then the whole GPU: ends at 24.545 µs."""
