@@ -436,6 +436,12 @@ def _lopo() -> str:
     return lopo.markdown(lopo.rows()) + "\n"
 
 
+def _fork_order() -> str:
+    import fork_order  # benchmarks/fork_order.py
+
+    return fork_order.markdown(list(fork_order.DEFAULT_RUNS)) + "\n"
+
+
 def _recorded_geometry() -> str:
     import recorded_geometry  # benchmarks/recorded_geometry.py
 
@@ -608,6 +614,7 @@ BLOCKS: dict[str, Block] = {
                                 _chip_transfer_solo),
     "decode-shape-geometry": Block(VALIDATION, "python benchmarks/shape_geometry.py", _shape_geometry),
     "decode-recorded-geometry": Block(VALIDATION, "python benchmarks/recorded_geometry.py", _recorded_geometry),
+    "decode-fork-order": Block(VALIDATION, "python benchmarks/fork_order.py", _fork_order),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
