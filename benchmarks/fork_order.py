@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
@@ -28,21 +29,27 @@ from calibration import layer_traces as lo
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import load_profile
 
+HEAD_TOKENS = (2, 16)
 DEFAULT_RUNS = (Path("calibration/measurements/h200/2026-12-03/layer_traces"),
                 Path("calibration/measurements/h200/2026-12-03/layer_traces_heldout"),
                 Path("calibration/measurements/h100/2026-12-05/layer_traces_small"),
                 Path("calibration/measurements/h100/2026-12-05/layer_traces_large"))
+HEAD_RUNS = (DEFAULT_RUNS[0], DEFAULT_RUNS[2])  # the calibration presets' traces on each GPU
 
 
 @dataclass(frozen=True)
 class ForkedLayer:
     """One multi_stream layer: its place in the replay (0: the first), the replay's layers, its fork offset (µs)
-    and its routing head's time over the sequential layer's (median over that trace's layers)."""
+    and its routing head's time over the sequential layer's (median over that trace's layers); its point (preset,
+    tokens), the shared experts' first GEMM (blocks, µs) and the routing head (blocks, µs alone, µs here)."""
 
     place: int
     per_replay: int
     fork_us: float
     head_ratio: float
+    point: tuple[str, int] = ("", 0)
+    gemm: tuple[int, float] = (0, 0.0)
+    head: tuple[int, float, float] = (0, 0.0, 0.0)
 
 
 def forked_layers(run: Path) -> list[ForkedLayer]:
@@ -70,12 +77,18 @@ def forked_layers(run: Path) -> list[ForkedLayer]:
         first = per_replay if replays > 1 else 0
         for i, layer in enumerate(ms_layers[first:], start=first):
             by_key = lo.keyed(layer)
-            out.append(ForkedLayer(i % per_replay, per_replay,
-                                   by_key[keys[shared[0]]]["start_us"] - by_key[head]["start_us"],
-                                   by_key[head]["dur_us"] / alone))
+            gemm, routing = by_key[keys[shared[0]]], by_key[head]
+            out.append(ForkedLayer(i % per_replay, per_replay, gemm["start_us"] - routing["start_us"],
+                                   routing["dur_us"] / alone, (preset, tokens),
+                                   (_blocks(gemm), gemm["dur_us"]), (_blocks(routing), alone, routing["dur_us"])))
     if not out:
         raise InputError(f"{run}: no preset with sequential and multi_stream graph traces")
     return out
+
+
+def _blocks(kernel: dict) -> int:
+    grid = kernel.get("grid") or [0]
+    return int(math.prod(grid))
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -112,6 +125,21 @@ def markdown(runs: list[Path]) -> str:
                          f"{statistics.median(offsets):+.2f} ({_quantile(offsets, 0.1):+.2f} / "
                          f"{_quantile(offsets, 0.9):+.2f}) | {100 * first:.0f} % | "
                          f"{statistics.median(layer.head_ratio for layer in layers):.2f}× |")
+    heads = ", ".join(f"{run.name} ({run.parent.parent.name})" for run in HEAD_RUNS)
+    lines += ["", f"Runs {heads}: the routing head where the shared experts' first GEMM started first (the "
+              f"layers of negative fork offset), at {' and '.join(map(str, HEAD_TOKENS))} tokens: medians over "
+              "those layers. Both GPUs have 132 SMs; the GEMM's blocks each hold a whole SM.", "",
+              "| run | preset | tokens | shared GEMM blocks | its µs | head blocks | head µs alone | head µs beside |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for run in [run for run in runs if run in HEAD_RUNS]:
+        points: dict[tuple[str, int], list[ForkedLayer]] = defaultdict(list)
+        for layer in forked_layers(run):
+            if layer.fork_us < 0 and layer.point[1] in HEAD_TOKENS:
+                points[layer.point].append(layer)
+        for (preset, tokens), layers in sorted(points.items()):
+            lines.append(f"| {run.name} ({run.parent.parent.name}) | {preset} | {tokens} | {layers[0].gemm[0]} | "
+                         f"{statistics.median(layer.gemm[1] for layer in layers):.1f} | {layers[0].head[0]} | "
+                         f"{layers[0].head[1]:.2f} | {statistics.median(layer.head[2] for layer in layers):.2f} |")
     return "\n".join(lines)
 
 

@@ -15,8 +15,10 @@ NAMES = ("nvjet_gate_up", "nvjet_down", "cast", "router", "cutlass GroupProblemS
 
 def _layer(t0: float, starts: dict[str, float], durs: dict[str, float], aux: bool) -> list[dict]:
     """One layer's kernels at ``t0``; the shared experts (gate_up, down) on stream 9 when ``aux``."""
+    grids = {"nvjet_gate_up": [132, 1, 1], "cast": [28, 1, 1]}
     return [{"name": name, "start_us": t0 + starts[name], "dur_us": durs.get(name, 1.0),
-             "stream": 9 if aux and name.startswith("nvjet") else 7} for name in NAMES]
+             "stream": 9 if aux and name.startswith("nvjet") else 7, "grid": grids.get(name, [1, 1, 1])}
+            for name in NAMES]
 
 
 def _run(tmp_path: Path) -> Path:
@@ -48,9 +50,12 @@ def test_fork_offsets_by_place_in_the_replay(tmp_path: Path) -> None:
     assert [(layer.place, layer.per_replay) for layer in layers] == [(0, 2), (1, 2)]
     assert layers[0].fork_us == pytest.approx(-0.2) and layers[0].head_ratio == pytest.approx(3.0)
     assert layers[1].fork_us == pytest.approx(1.2) and layers[1].head_ratio == pytest.approx(1.0)
+    script.HEAD_RUNS, script.HEAD_TOKENS = (tmp_path,), (2,)
     table = script.markdown([tmp_path])
     assert "| 1 of 2 | 1 | -0.20 (-0.20 / -0.20) | 100 % | 3.00× |" in table
     assert "| 2 of 2 | 1 | +1.20 (+1.20 / +1.20) | 0 % | 1.00× |" in table
+    # the head beside the GEMM where the GEMM started first (the place-0 layer only): 2 µs alone, 6 beside
+    assert "| p | 2 | 132 | 1.0 | 28 | 2.00 | 6.00 |" in table
 
 
 def test_a_run_without_both_strategies_is_refused(tmp_path: Path) -> None:
