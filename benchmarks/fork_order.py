@@ -125,13 +125,14 @@ def markdown(runs: list[Path]) -> str:
                          f"{statistics.median(offsets):+.2f} ({_quantile(offsets, 0.1):+.2f} / "
                          f"{_quantile(offsets, 0.9):+.2f}) | {100 * first:.0f} % | "
                          f"{statistics.median(layer.head_ratio for layer in layers):.2f}× |")
-    heads = ", ".join(f"{run.name} ({run.parent.parent.name})" for run in HEAD_RUNS)
+    head_runs = [run for run in runs if run in HEAD_RUNS] or runs  # the defaults' one per GPU, else every run
+    heads = ", ".join(f"{run.name} ({run.parent.parent.name})" for run in head_runs)
     lines += ["", f"Runs {heads}: the routing head where the shared experts' first GEMM started first (the "
               f"layers of negative fork offset), at {' and '.join(map(str, HEAD_TOKENS))} tokens: medians over "
               "those layers. Both GPUs have 132 SMs; the GEMM's blocks each hold a whole SM.", "",
               "| run | preset | tokens | shared GEMM blocks | its µs | head blocks | head µs alone | head µs beside |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for run in [run for run in runs if run in HEAD_RUNS]:
+    for run in head_runs:
         points: dict[tuple[str, int], list[ForkedLayer]] = defaultdict(list)
         for layer in forked_layers(run):
             if layer.fork_us < 0 and layer.point[1] in HEAD_TOKENS:

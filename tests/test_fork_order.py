@@ -50,7 +50,7 @@ def test_fork_offsets_by_place_in_the_replay(tmp_path: Path) -> None:
     assert [(layer.place, layer.per_replay) for layer in layers] == [(0, 2), (1, 2)]
     assert layers[0].fork_us == pytest.approx(-0.2) and layers[0].head_ratio == pytest.approx(3.0)
     assert layers[1].fork_us == pytest.approx(1.2) and layers[1].head_ratio == pytest.approx(1.0)
-    script.HEAD_RUNS, script.HEAD_TOKENS = (tmp_path,), (2,)
+    script.HEAD_TOKENS = (2,)
     table = script.markdown([tmp_path])
     assert "| 1 of 2 | 1 | -0.20 (-0.20 / -0.20) | 100 % | 3.00× |" in table
     assert "| 2 of 2 | 1 | +1.20 (+1.20 / +1.20) | 0 % | 1.00× |" in table
