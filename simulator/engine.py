@@ -77,8 +77,8 @@ class _Kernel:
     superseded)."""
 
     __slots__ = ("at", "demand", "demand_id", "eid", "event", "floor", "gap", "geometry", "hold", "index", "library",
-                 "name",
-                 "placed", "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream", "updated")
+                 "name", "placed", "queued", "rate", "region", "remaining", "replay", "solo", "start", "stream",
+                 "updated")
 
 
 def _kernel(index: int, stream: _Stream, gap: float, replay: int | None, name: str, region: str | None,
