@@ -33,7 +33,8 @@ HEAD_TOKENS = (2, 16)
 DEFAULT_RUNS = (Path("calibration/measurements/h200/2026-12-03/layer_traces"),
                 Path("calibration/measurements/h200/2026-12-03/layer_traces_heldout"),
                 Path("calibration/measurements/h100/2026-12-05/layer_traces_small"),
-                Path("calibration/measurements/h100/2026-12-05/layer_traces_large"))
+                Path("calibration/measurements/h100/2026-12-05/layer_traces_large"),
+                Path("calibration/measurements/h100/2026-12-07/layer_traces_unseen_large"))
 HEAD_RUNS = (DEFAULT_RUNS[0], DEFAULT_RUNS[2])  # the calibration presets' traces on each GPU
 
 

@@ -279,6 +279,7 @@ UNSEEN = "calibration/measurements/h100/2026-12-06"
 UNSEEN_RANKS, UNSEEN_TRACES = f"{UNSEEN}/ranks_unseen", f"{UNSEEN}/layer_traces_unseen"
 UNSEEN_REPEAT = (f"{UNSEEN}/ranks_unseen_repeat", f"{UNSEEN}/layer_traces_unseen_repeat")  # call 2, another start
 UNSEEN_EAGER = f"{UNSEEN}/eager_traces_unseen"
+UNSEEN_LARGE = "calibration/measurements/h100/2026-12-07/layer_traces_unseen_large"  # 64-256 tokens, session 27
 
 
 def _graph_node_gaps() -> str:
@@ -601,6 +602,14 @@ BLOCKS: dict[str, Block] = {
     "unseen-h100-whatif-decisions": Block(
         VALIDATION, f"python benchmarks/whatif_graph_traces.py {UNSEEN_TRACES} --decisions",
         partial(_graph_decisions, (UNSEEN_TRACES,), None)),
+    "unseen-h100-large-whatif": Block(VALIDATION, _graph_traces_cmd(UNSEEN_LARGE, "placement"),
+                                      partial(_whatif_graph_traces, UNSEEN_LARGE, "placement")),
+    "unseen-h100-large-whatif-decisions": Block(
+        VALIDATION, f"python benchmarks/whatif_graph_traces.py {UNSEEN_LARGE} --decisions",
+        partial(_graph_decisions, (UNSEEN_LARGE,), None)),
+    "unseen-h100-large-shape": Block(
+        VALIDATION, f"python benchmarks/decisions.py --run {UNSEEN_LARGE} --profile h100",
+        partial(_shape_decisions, (UNSEEN_LARGE,), "h100")),
     "transfer-h100-whatif-layout-means": Block(VALIDATION, _graph_traces_cmd(H100_SMALL, "placement", H100_MEANS),
                                                partial(_whatif_graph_traces, H100_SMALL, "placement", H100_MEANS)),
     "transfer-h100-whatif-layout-means-decisions": Block(
