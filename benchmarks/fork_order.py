@@ -48,9 +48,9 @@ class ForkedLayer:
     per_replay: int
     fork_us: float
     head_ratio: float
-    point: tuple[str, int] = ("", 0)
-    gemm: tuple[int, float] = (0, 0.0)
-    head: tuple[int, float, float] = (0, 0.0, 0.0)
+    point: tuple[str, int]
+    gemm: tuple[int, float]
+    head: tuple[int, float, float]
 
 
 def forked_layers(run: Path) -> list[ForkedLayer]:
