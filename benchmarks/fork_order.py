@@ -13,7 +13,6 @@ latency (the profile's ``graph_join_us``) after its sibling in every layer.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
 import sys
@@ -28,6 +27,7 @@ import whatif_graph_traces as wg
 from calibration import layer_traces as lo
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import load_profile
+from simulator.validation import load_cases
 
 HEAD_TOKENS = (2, 16)
 DEFAULT_RUNS = (Path("calibration/measurements/h200/2026-12-03/layer_traces"),
@@ -57,7 +57,7 @@ def forked_layers(run: Path) -> list[ForkedLayer]:
     """Every steady multi_stream layer of ``run``'s graph traces that has a sequential trace beside it."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
-    timed = {(c["preset"], c["tokens"], c["strategy"]): c for c in json.loads((run / "cases.json").read_text())
+    timed = {(c["preset"], c["tokens"], c["strategy"]): c for c in load_cases(run, eager_rerun=False)
              if c.get("mode") == "graph"} if (run / "cases.json").is_file() else {}
     out = []
     for (preset, tokens, strategy), ms_record in sorted(records.items()):

@@ -39,7 +39,7 @@ def _run(tmp_path: Path) -> Path:
                                                                               ("multi_stream", multi))]
     (tmp_path / "kernels.json").write_text(json.dumps(records))
     (tmp_path / "cases.json").write_text(json.dumps([{"preset": "p", "tokens": 2, "strategy": strategy,
-                                                      "mode": "graph", "layers_per_replay": 2}
+                                                      "mode": "graph", "layers_per_replay": 2, "median_us": 80.0}
                                                      for strategy in ("sequential", "multi_stream")]))
     return tmp_path
 
