@@ -216,8 +216,8 @@ def contention_markdown() -> str:
     hbm = load_profile("h200").hbm_bytes_per_us
     lines = [f"HBM share of S = its weight bytes / its solo kernel time / {hbm / 1e3:.0f} GB/s (the h200 profile's "
              "measured copy ceiling); slowdown = the routing kernel's time beside S / alone, median over the 4 "
-             "presets' sizes × 1, 2, 4 tokens. The shared GEMMs holding 128 or more SMs are left out (there the "
-             "kernels wait for SMs).", "",
+             "presets' sizes × 1, 2, 4 tokens. The shared GEMMs holding 128 or more SMs are left out (block "
+             "`decode-light-beside-gemm` has them, by start order).", "",
              "| shared GEMM (blocks) | HBM share of S | " + " | ".join(f"{op} slowdown" for op in LATENCY_OPS) + " |",
              "| --- | ---: |" + " ---: |" * len(LATENCY_OPS)]
     by_shared: dict[str, dict[str, list[float]]] = {}

@@ -443,6 +443,12 @@ def _fork_order() -> str:
     return fork_order.markdown(list(fork_order.DEFAULT_RUNS)) + "\n"
 
 
+def _light_beside_gemm() -> str:
+    import light_beside_gemm  # benchmarks/light_beside_gemm.py
+
+    return light_beside_gemm.markdown() + "\n"
+
+
 def _recorded_geometry() -> str:
     import recorded_geometry  # benchmarks/recorded_geometry.py
 
@@ -624,6 +630,7 @@ BLOCKS: dict[str, Block] = {
     "decode-shape-geometry": Block(VALIDATION, "python benchmarks/shape_geometry.py", _shape_geometry),
     "decode-recorded-geometry": Block(VALIDATION, "python benchmarks/recorded_geometry.py", _recorded_geometry),
     "decode-fork-order": Block(VALIDATION, "python benchmarks/fork_order.py", _fork_order),
+    "decode-light-beside-gemm": Block(VALIDATION, "python benchmarks/light_beside_gemm.py", _light_beside_gemm),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
