@@ -59,12 +59,9 @@ def order_of(offset_us: float) -> str | None:
     return ORDERS[2] if offset_us >= 5.0 else None
 
 
-def light_kernel(record: dict[str, Any], op: str) -> int:
-    """The routing step's light kernel (its index into the record's kernel names): its first kernel (the cast) in
-    the router runs, else its longest."""
-    alone = graph_kernels(record, "R")
-    if not alone:
-        raise InputError(f"{record.get('shared')}: a probe record without its R graph")
+def light_kernel(alone: list[dict[str, Any]], op: str) -> int:
+    """The routing step's light kernel among its kernels ``alone`` (the ``R`` graph), as its index into the
+    record's kernel names: its first kernel (the cast) in the router runs, else its longest."""
     return alone[0]["name"] if op == CAST else max(alone, key=lambda r: r["dur_us"])["name"]
 
 
@@ -73,10 +70,13 @@ def steps(record: dict[str, Any], op: str, hbm_bytes_per_us: float) -> Iterator[
     gemm = shared_gemm(record)
     if gemm is None:
         return
-    name = light_kernel(record, op)
+    alone = graph_kernels(record, "R")
+    if not alone:
+        raise InputError(f"{record.get('shared')}: a probe record without its R graph")
+    name = light_kernel(alone, op)
     names = record["kernels"]["names"]
-    alone = [r["dur_us"] for r in graph_kernels(record, "R") if r["name"] == name]
-    solo = statistics.median(alone[1:] or alone)  # the first step of a replay runs slow
+    durations = [r["dur_us"] for r in alone if r["name"] == name]
+    solo = statistics.median(durations[1:] or durations)  # the first step of a replay runs slow
     forked = graph_kernels(record, "S|R")
     gemms = [r for r in forked if r["name"] == gemm["name"]]
     lights = [r for r in forked if r["name"] == name]
