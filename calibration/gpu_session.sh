@@ -2,7 +2,7 @@
 # One GPU call of the calibration session: GPU tests, the microbenchmarks and/or the kernels_real sweep.
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
-# graphprobe, decode, ranks, layertraces, placement, branch, dispatch, grouped, routing, layout, layoutmeans, eagertraces,
+# graphprobe, decode, ranks, layertraces, placement, branch, dispatch, grouped, groupedcontext, routing, layout, layoutmeans, eagertraces,
 # hostcosts, geometry),
 # or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
@@ -143,6 +143,12 @@ if has grouped; then
   python3 -m calibration.microbench --out "$out/microbench_grouped_ab" --only grouped --grouped-ab --budget-s 480 \
     2>&1 | tee "$out/grouped.log" | tail -5
   python3 -m kernels_real.grouped_probe --out "$out/grouped_probe" 2>&1 | tee -a "$out/grouped.log" | tail -12
+fi
+if has groupedcontext; then
+  # the layer's grouped GEMM after six kinds of kernel: why the layer runs it faster than the microbench (session 29)
+  python3 -m pytest -q -m gpu tests/test_grouped_context_probe.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests-groupedcontext.log" | tail -3
+  python3 -m kernels_real.grouped_context_probe --out "$out/grouped_context_probe" \
+    --presets llama4_scout qwen2_57b_a14b deepseek_v3 llama4_scout@tp4 --tokens 1 2 4 2>&1 | tee "$out/groupedcontext.log" | tail -16
 fi
 if has routing; then
   # the experts every weight set's router hits, for every preset and rank variant measured (call 44; no timing)
