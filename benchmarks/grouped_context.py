@@ -20,13 +20,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from calibration.layer_traces import is_grouped_gemm
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import load_profile
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
 
 CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense")
-GROUPED_KERNEL = "GroupProblemShape"
 
 
 def load_probe(folder: Path) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def layer_gate_up_us(traces: Path | None) -> dict[tuple[str, int], float]:
     for rec in json.loads(gzip.decompress(path.read_bytes())):
         if rec["strategy"] != "sequential":
             continue
-        grouped = [k["dur_us"] for k in rec["kernels"] if GROUPED_KERNEL in k["name"]]
+        grouped = [k["dur_us"] for k in rec["kernels"] if is_grouped_gemm(k["name"])]
         layers, n_sets = int(rec["layers"]), sets.get((rec["preset"], rec["tokens"]), 1)
         if len(grouped) != 2 * layers:
             continue
