@@ -32,14 +32,12 @@ from pathlib import Path
 
 import torch
 
-from kernels_real.bench import bench_input, run_env, weight_seed
+from kernels_real.bench import run_env
 from kernels_real.config import get_preset, preset_error
-from kernels_real.grouped_gemm import make_groups
-from kernels_real.layer import MoELayer, MoEWeights
+from kernels_real.grouped_probe import FLUSH_BYTES, each_point, routed_call
 from kernels_real.profiling import chrome_trace
 
 CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense")
-FLUSH_BYTES = 256 << 20
 SPIN_CYCLES = 40_000  # about 20 µs at the H100's and H200's ~2 GHz
 GROUPED_KERNEL = "GroupProblemShape"  # in the mangled name of every CUTLASS grouped GEMM torch._grouped_mm runs
 
@@ -54,19 +52,14 @@ def grouped_durations(trace: dict[str, object]) -> list[float]:
 
 def context_steps(name: str, tokens: int, device: torch.device) -> tuple[dict[str, Callable[[], None]], int]:
     """One step per context (its kernel, then the layer's gate_up grouped GEMM); the experts hit."""
-    cfg = get_preset(name)
-    layer = MoELayer(cfg, device)
-    w = MoEWeights.random(cfg, device, seed=weight_seed(0))
-    x = bench_input(cfg, tokens, device, layer.dtype)
-    ids, _ = layer._gate(x, w)
-    order, groups = make_groups(ids.reshape(-1), cfg.n_experts, capacity=tokens)
-    src_rows = order // cfg.top_k
-    rows = x.index_select(0, src_rows)
-    experts = w.w13[:cfg.n_experts].transpose(1, 2)
-    hit = int((groups.counts > 0).sum())
+    call = routed_call(name, tokens, device)
+    x, src_rows, rows, groups = call.x, call.src_rows, call.rows, call.groups
+    experts = call.w13.transpose(1, 2)
+    hit = call.experts_hit
+    dtype = rows.dtype
     moved = hit * experts.shape[1] * experts.shape[2]  # weight elements the grouped GEMM streams
-    dense_w = torch.randn(experts.shape[1], max(1, moved // experts.shape[1]), device=device, dtype=layer.dtype)
-    dense_x = torch.randn(tokens, experts.shape[1], device=device, dtype=layer.dtype)
+    dense_w = torch.randn(experts.shape[1], max(1, moved // experts.shape[1]), device=device, dtype=dtype)
+    dense_x = torch.randn(tokens, experts.shape[1], device=device, dtype=dtype)
     flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
 
     def gemm() -> None:
@@ -131,11 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {bad or 'the grouped context probe needs a CUDA (or ROCm) GPU'}", file=sys.stderr)
         return 2
     device = torch.device("cuda")
-    records = []
-    for name in args.presets:
-        for t in args.tokens:
-            records.append(time_point(name, t, args.steps, args.replays, device))
-            torch.cuda.empty_cache()
+    records = each_point(args.presets, args.tokens,
+                         lambda name, t: time_point(name, t, args.steps, args.replays, device))
     args.out.mkdir(parents=True, exist_ok=True)
     how = (f"gate_up grouped GEMM of the layer's routed rows after each context's kernel, CUDA graphs of {args.steps} "
            f"steps, {args.replays} profiled replays after 3 warm-ups, kernel durations from the trace (CUPTI), medians")

@@ -22,13 +22,15 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from kernels_real.bench import bench_input, run_env, weight_seed
-from kernels_real.config import get_preset, preset_error
-from kernels_real.grouped_gemm import make_groups
+from kernels_real.config import MoEConfig, get_preset, preset_error
+from kernels_real.grouped_gemm import Groups, make_groups
 from kernels_real.layer import MoELayer, MoEWeights
 
 VARIANTS = ("layer", "scaled", "unscaled", "microbench")
@@ -44,17 +46,51 @@ def variant_weights(w13: torch.Tensor, hidden: int) -> dict[str, torch.Tensor]:
             "microbench": legacy}
 
 
-def time_point(name: str, tokens: int, reps: int, device: torch.device) -> dict[str, object]:
-    """Median µs of the gate_up grouped GEMM per variant at ``tokens`` tokens of preset ``name``."""
+@dataclass(frozen=True)
+class RoutedCall:
+    """The layer's gate_up grouped GEMM call at one point: the bench's input routed by the layer's router."""
+
+    cfg: MoEConfig
+    x: torch.Tensor  # the bench's input [T, H]
+    src_rows: torch.Tensor  # the input row of each routed row, in expert order
+    rows: torch.Tensor  # the routed rows [T * top_k, H]
+    groups: Groups
+    w13: torch.Tensor  # the routed experts' gate_up weights [E, 2I, H] (weight set 0)
+
+    @property
+    def experts_hit(self) -> int:
+        return int((self.groups.counts > 0).sum())
+
+
+def routed_call(name: str, tokens: int, device: torch.device) -> RoutedCall:
+    """The gate_up grouped GEMM call of preset ``name`` at ``tokens`` tokens, on weight set 0, as the layer makes it."""
     cfg = get_preset(name)
     layer = MoELayer(cfg, device)
     w = MoEWeights.random(cfg, device, seed=weight_seed(0))
     x = bench_input(cfg, tokens, device, layer.dtype)
     ids, _ = layer._gate(x, w)
     order, groups = make_groups(ids.reshape(-1), cfg.n_experts, capacity=tokens)
-    rows = x.index_select(0, order // cfg.top_k)
-    weights = variant_weights(w.w13[:cfg.n_experts], cfg.hidden)
-    del w
+    src_rows = order // cfg.top_k
+    return RoutedCall(cfg, x, src_rows, x.index_select(0, src_rows), groups, w.w13[:cfg.n_experts])
+
+
+def each_point(presets: list[str], tokens: list[int], point: Callable[[str, int], dict[str, object]]
+               ) -> list[dict[str, object]]:
+    """``point(preset, tokens)`` for every preset × token count, the allocator's cache emptied after each."""
+    records = []
+    for name in presets:
+        for t in tokens:
+            records.append(point(name, t))
+            torch.cuda.empty_cache()
+    return records
+
+
+def time_point(name: str, tokens: int, reps: int, device: torch.device) -> dict[str, object]:
+    """Median µs of the gate_up grouped GEMM per variant at ``tokens`` tokens of preset ``name``."""
+    call = routed_call(name, tokens, device)
+    cfg, rows, groups, hit = call.cfg, call.rows, call.groups, call.experts_hit
+    weights = variant_weights(call.w13, cfg.hidden)
+    del call
     graphs = {}
     for variant, b in weights.items():
         torch._grouped_mm(rows, b, offs=groups.offsets)
@@ -75,7 +111,6 @@ def time_point(name: str, tokens: int, reps: int, device: torch.device) -> dict[
             end.synchronize()
             if rep >= 3:
                 times[variant].append(start.elapsed_time(end) * 1e3)
-    hit = int((groups.counts > 0).sum())
     return {"preset": name, "tokens": tokens, "experts_hit": hit, "K": cfg.hidden, "N": 2 * cfg.moe_intermediate,
             "median_us": {v: statistics.median(t) for v, t in times.items()}, "reps": reps}
 
@@ -93,11 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {bad or 'the grouped probe needs a CUDA (or ROCm) GPU'}", file=sys.stderr)
         return 2
     device = torch.device("cuda")
-    records = []
-    for name in args.presets:
-        for t in args.tokens:
-            records.append(time_point(name, t, args.reps, device))
-            torch.cuda.empty_cache()
+    records = each_point(args.presets, args.tokens, lambda name, t: time_point(name, t, args.reps, device))
     args.out.mkdir(parents=True, exist_ok=True)
     how = ("gate_up grouped GEMM of the layer's routed rows, one call per CUDA graph, L2 flushed before each replay, "
            "CUDA events around the replay, variants interleaved, medians")
