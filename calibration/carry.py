@@ -29,6 +29,10 @@ With ``--geometry``, measurement folders of the target GPU give it the GEMM laun
 (``launch_geometry``, ``calibration.fit_geometry``): a fact of that GPU and its libraries, never carried (the
 H100's cuBLAS picks another kernel or grid than the H200's for some shapes).
 
+With ``--graph-corun``, a graph co-run run measured on the target GPU (``calibration.microbench.graph_corun``) gives
+it its own ``host.graph_join_us`` (``calibration.fit.graph_join_figure``, the source profile's held-out presets left
+out as there), in place of the carried one.
+
 With ``--score-runs``, runs measured on the target GPU (each run's ``env.json`` names it) score the carried
 profile's multi_stream choices (``fit.decisions``, as ``moesim calibrate`` records them; ``moesim thresholds``
 prints the verdict). Nothing is fitted to them.
@@ -48,12 +52,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from calibration.fit import decisions_report
+from calibration.fit import decisions_report, graph_corun_records, graph_join_figure
 from calibration.fit_geometry import launch_geometries
 from calibration.fit_geometry import sources_in as geometry_sources
 from simulator.errors import InputError
 from simulator.outputs import write_text_atomic
 from simulator.profile import Profile, load_profile, parse_profile
+from simulator.validation import recorded_holdout
 
 CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
 DEVICE_GAPS = ("node_gap_us", "kernel_gap_us")
@@ -189,6 +194,21 @@ def with_geometry(doc: dict[str, Any], folders: Sequence[Path]) -> None:
     doc["launch_geometry"] = launch_geometries(sources, ", ".join(map(str, sources)))
 
 
+def with_graph_join(doc: dict[str, Any], run: Path, source: Profile) -> None:
+    """``host.graph_join_us`` measured on the target GPU by the graph co-runs of ``run`` (its ``env.json`` names
+    that GPU, else InputError), with ``source``'s held-out presets left out as its own fit leaves them."""
+    path = run if run.is_file() else next((p for p in (run / "graph_corun.json.gz",
+                                                       run / "graph_corun" / "graph_corun.json.gz") if p.exists()),
+                                          run / "graph_corun.json.gz")
+    env = path.parent / "env.json"
+    gpu = parse_profile(doc, str(doc.get("name"))).hardware.gpu
+    measured_on = json.loads(env.read_text()).get("device_name") if env.exists() else None
+    if measured_on != gpu:
+        raise InputError(f"--graph-corun {run}: measured on {measured_on or 'an unnamed GPU (no env.json)'}, "
+                         f"not on {gpu}")
+    doc["host"]["graph_join_us"] = graph_join_figure(*graph_corun_records(path, recorded_holdout(source)[0]))
+
+
 def _without_carried(source: str) -> str:
     """A family's source with an earlier run's carried note removed (carrying twice says it once)."""
     return source.split("; resident=")[0]
@@ -208,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--geometry", nargs="+", type=Path, default=[],
                     help="measurement folders of the target GPU (a single --to) whose GEMM launches it records "
                          "(geometry-probe runs, layer traces: calibration.fit_geometry): measured there, not carried")
+    ap.add_argument("--graph-corun", type=Path, default=None,
+                    help="a graph co-run run measured on the target GPU (a single --to; its graph_corun.json.gz or "
+                         "folder): the fork/join cost inside a replayed graph measured there, not carried")
     ap.add_argument("--source-datasheet", default=None,
                     help="the source GPU's datasheet profile, whose ceilings scale the families' rates "
                          "(default: FROM-datasheet)")
@@ -225,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
             if len(outputs) != 1:
                 raise InputError("--geometry: name one --to profile (the launches are of one GPU)")
             with_geometry(outputs[0][1], args.geometry)
+        if args.graph_corun is not None:
+            if len(outputs) != 1:
+                raise InputError("--graph-corun: name one --to profile (the run is of one GPU)")
+            with_graph_join(outputs[0][1], args.graph_corun, source)
         if args.score_runs:
             if len(outputs) != 1:
                 raise InputError("--score-runs: name one --to profile (the runs are of one GPU)")

@@ -434,6 +434,29 @@ def with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str],
     return Profile.model_validate(doc)
 
 
+def graph_corun_records(path: Path, holdout_presets: Sequence[str] = ()) -> tuple[list[dict[str, Any]], str]:
+    """The graph co-run configurations stored at ``path``, those of the held-out presets (and their rank
+    variants) left out; and where they come from, for a figure's source."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
+    held = {get_preset(p).name for p in holdout_presets}
+    records = [r for r in load_records(path) if split_rank_name(get_preset(r["preset"]).name)[0] not in held]
+    return records, f"{_rel(path)}, {len(records)} configurations" + (
+        f" (presets held out: {sorted(held)})" if held else "")
+
+
+def graph_join_figure(records: Sequence[dict[str, Any]], where: str) -> dict[str, Any]:
+    """``host.graph_join_us`` as the graph co-runs ``records`` measure it, with its source: the pooled median of an
+    empty and a one-kernel fork/join added to the routed chain."""
+    join = graph_join_us(records)
+    return _fig(join["median_us"],
+                f"measured ({where}): a fork/join's cost inside a replayed graph, pooled "
+                f"median of RG+fj0 - RG (empty aux branch, median {join['empty_median_us']:.2f}"
+                f" µs) and RG+fj1 - RG (one tiny aux kernel, {join['tiny_median_us']:.2f} µs)"
+                f" over the {join['n']} configurations with a routed chain of at most "
+                f"{SHORT_CHAIN_US:.0f} µs (p10 {join['p10_us']:.2f}, p90 {join['p90_us']:.2f})")
+
+
 def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: Sequence[str] = ()) -> Profile:
     """The graph fork/join cost (``host.graph_join_us``) and the sharing form fitted on the decode-regime
     co-runs inside graphs (``calibration.fit_graph_corun``: fitted on the R / G pairs, chosen on the held-out
@@ -446,19 +469,9 @@ def fit_decode(profile: Profile, folder: Path, say: Progress, holdout_presets: S
     the decisions it makes on the folder's bench runs, and those of the trace
     what-if on its decode sets (``calibration.fit_whatif``)."""
     path = folder / "graph_corun" / "graph_corun.json.gz"
-    if not path.exists():
-        raise InputError(f"{path}: no such file (python -m calibration.microbench.graph_corun writes it)")
-    held = {get_preset(p).name for p in holdout_presets}
-    records = [r for r in load_records(path) if split_rank_name(get_preset(r["preset"]).name)[0] not in held]
-    where = f"{_rel(path)}, {len(records)} configurations" + (f" (presets held out: {sorted(held)})" if held else "")
-    join = graph_join_us(records)
+    records, where = graph_corun_records(path, holdout_presets)
     doc = json.loads(profile.model_dump_json())
-    doc["host"]["graph_join_us"] = _fig(join["median_us"],
-                                        f"measured ({where}): a fork/join's cost inside a replayed graph, pooled "
-                                        f"median of RG+fj0 - RG (empty aux branch, median {join['empty_median_us']:.2f}"
-                                        f" µs) and RG+fj1 - RG (one tiny aux kernel, {join['tiny_median_us']:.2f} µs)"
-                                        f" over the {join['n']} configurations with a routed chain of at most "
-                                        f"{SHORT_CHAIN_US:.0f} µs (p10 {join['p10_us']:.2f}, p90 {join['p90_us']:.2f})")
+    doc["host"]["graph_join_us"] = graph_join_figure(records, where)
     profile = Profile.model_validate(doc)
     say(f"fitting the sharing forms on {len(records)} graph co-run configurations")
     pieces = [pieces_of(r, profile) for r in records]

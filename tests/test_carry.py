@@ -139,3 +139,35 @@ def test_launches_recorded_on_the_target_gpu_are_its_own_never_carried(tmp_path,
     assert recorded is not None and "mm_fp32 K=7168 N=256" in recorded.launches
     assert main(["--to", str(path), "--geometry", str(tmp_path / "empty")]) == 2
     assert capsys.readouterr().err.strip().startswith("error: --geometry: no geometry-probe run")
+
+
+def _graph_corun(folder: Path, gpu: str) -> Path:
+    """Three configurations: fork/join costs 2 and 4 µs (DeepSeek-V3), 1 and 3 µs (Qwen2), 50 µs (DeepSeek-V2-Lite,
+    a preset the h200 profile holds out); all routed chains short."""
+    import gzip
+
+    folder.mkdir(parents=True)
+    recs = [{"preset": p, "tokens": 1, "median_us": {"RG": rg, "RG+fj0": rg + e, "RG+fj1": rg + t}}
+            for p, rg, e, t in (("deepseek_v3", 100.0, 2.0, 4.0), ("qwen2_57b_a14b", 200.0, 1.0, 3.0),
+                                ("deepseek_v2_lite", 100.0, 50.0, 50.0))]
+    (folder / "graph_corun.json.gz").write_bytes(gzip.compress(json.dumps(recs).encode()))
+    (folder / "env.json").write_text(json.dumps({"device_name": gpu}))
+    return folder
+
+
+def test_fork_join_cost_measured_on_the_target_gpu_replaces_the_carried_one(tmp_path, capsys):
+    """--graph-corun: the pooled median of the empty and one-kernel fork/join costs over the run's configurations,
+    the source profile's held-out preset left out (median of 2, 4, 1, 3 = 2.5 µs), labelled measured; a run of
+    another GPU is refused with one line and nothing written."""
+    path = tmp_path / "h100.json"
+    shutil.copy(PROFILES / "h100.json", path)
+    gpu = load_profile(path).hardware.gpu
+    assert main(["--to", str(path), "--graph-corun", str(_graph_corun(tmp_path / "h100run", gpu))]) == 0
+    join = load_profile(path).host.graph_join_us
+    assert join.value == pytest.approx(2.5)
+    assert join.source.startswith("measured (") and "presets held out: ['deepseek_v2_lite']" in join.source
+    before = path.read_text()
+    assert main(["--to", str(path), "--graph-corun", str(_graph_corun(tmp_path / "h200run", "NVIDIA H200"))]) == 2
+    assert path.read_text() == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"measured on NVIDIA H200, not on {gpu}" in err[0]
