@@ -4,10 +4,14 @@ profile's solo time for it and the same kernel in the layer's own replayed graph
 Per preset × tokens of the probe: the gate_up grouped GEMM's median kernel time after each context (its own chain
 as the microbench times it, a 256 MiB L2 flush, its input rows warmed, the layer's gather, a spin, a dense GEMM);
 the profile's solo time for that GEMM with the probe's experts hit (the microbench's table, as the simulator costs
-it); and, where the layer traces hold the point, the kernel's median time in the sequential layer's replayed graph
-on the same weight set (set 0, the probe's weights). Not run on AMD hardware.
+it); where the layer traces hold the point, the kernel's median time in the sequential layer's replayed graph on
+the same weight set (set 0, the probe's weights); and, given a microbench run of the same machine start, its
+per-call time for the same expert shape and token count (its own routing, so its experts hit are shown). Given
+the placement check's ``rotation_check.json`` (session 30), a second table: the same call timed as the microbench
+times it with its input rows at other addresses. Not run on AMD hardware.
 
-    PYTHONPATH=. python benchmarks/grouped_context.py --probe DIR [--traces DIR] [--profile NAME]
+    PYTHONPATH=. python benchmarks/grouped_context.py --probe DIR [--traces DIR] [--microbench FILE]
+        [--placements FILE] [--profile NAME]
 """
 
 from __future__ import annotations
@@ -30,10 +34,33 @@ CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense")
 
 
 def load_probe(folder: Path) -> dict[str, Any]:
-    path = folder / "grouped_context_probe.json"
+    """The probe's record, as written (``grouped_context_probe.json``) or gzipped for the repository."""
+    for path in (folder / "grouped_context_probe.json", folder / "grouped_context_probe.json.gz"):
+        if path.is_file():
+            raw = path.read_bytes()
+            return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    raise InputError(f"--probe {folder}: no grouped_context_probe.json(.gz) there")
+
+
+def microbench_grouped(path: Path | None) -> dict[tuple[int, int, int, int], tuple[float, int, int]]:
+    """Per (experts, K, N, tokens): the microbench's per-call µs of its grouped GEMM shape, its experts hit and
+    the buffer rotations it cycled through (``calibration.microbench``'s solo records)."""
+    if path is None:
+        return {}
     if not path.is_file():
-        raise InputError(f"--probe {folder}: no grouped_context_probe.json there")
-    return json.loads(path.read_text())
+        raise InputError(f"--microbench {path}: no such file")
+    raw = path.read_bytes()
+    try:
+        doc = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+    except (OSError, ValueError) as err:
+        raise InputError(f"--microbench {path}: not a microbench.json ({err})") from err
+    out = {}
+    for rec in doc.get("solo", []):
+        shape = rec.get("shape")
+        if isinstance(shape, dict) and shape.get("op") == "grouped_mm":
+            key = (int(shape["E"]), int(shape["K"]), int(shape["N"]), int(shape["tokens"]))
+            out[key] = (float(rec["median_us"]), sum(1 for c in shape["counts"] if c), int(rec.get("rotations", 1)))
+    return out
 
 
 def profile_gate_up_us(profile: Any, preset: str, tokens: int, experts_hit: int) -> float:
@@ -66,26 +93,57 @@ def layer_gate_up_us(traces: Path | None) -> dict[tuple[str, int], float]:
     return out
 
 
-def markdown(probe_dir: Path, traces: Path | None, profile_name: str) -> str:
+def placements_markdown(path: Path) -> str:
+    """The placement check's table: per token count, the call's per-call µs with the layer's rows, with random rows,
+    and over the 16 copies of the layer's rows at other addresses (min / median / mean / max)."""
+    if not path.is_file():
+        raise InputError(f"--placements {path}: no such file")
+    doc = json.loads(path.read_text())
+    per_call = doc.get("per_call_us", {})
+    tokens = sorted({int(k.split()[0][1:]) for k in per_call})
+    lines = [f"Placement check: `{path}` ({doc.get('env', {}).get('device_name', '?')}); Llama-4-Scout's gate_up "
+             "grouped GEMM, the layer's call, per-call µs as the microbench times a solo shape. Not run on AMD "
+             "hardware.", "",
+             "| tokens | layer's rows | random rows | random weights | rows copied elsewhere "
+             "(min / median / mean / max of 16) |", "| ---: | ---: | ---: | ---: | --- |"]
+    for t in tokens:
+        spread = [r["per_call_us"] for r in per_call.get(f"t{t} placements", [])]
+        cells = (f"{min(spread):.1f} / {statistics.median(spread):.1f} / {statistics.fmean(spread):.1f} / "
+                 f"{max(spread):.1f}" if spread else "-")
+        lines.append(f"| {t} | {per_call.get(f't{t} layer', float('nan')):.1f} | "
+                     f"{per_call.get(f't{t} randn_x', float('nan')):.1f} | "
+                     f"{per_call.get(f't{t} randn_w', float('nan')):.1f} | {cells} |")
+    return "\n".join(lines)
+
+
+def markdown(probe_dir: Path, traces: Path | None, profile_name: str, microbench: Path | None = None) -> str:
     probe = load_probe(probe_dir)
     profile = load_profile(profile_name)
     layer = layer_gate_up_us(traces)
+    bench = microbench_grouped(microbench)
     env = probe.get("env", {})
     smi = env.get("nvidia_smi") or {}
     gpu = f"{env.get('device_name', '?')}, driver {smi.get('driver_version', '?')}, torch {env.get('torch', '?')}"
     lines = [f"Probe: `{probe_dir}` ({gpu}); solo time: profile {profile.describe()}; "
              + (f"layer: `{traces}` (sequential graphs, weight set 0). " if traces else "")
+             + (f"microbench: `{microbench}` (per-call µs of its chain, its experts hit, buffer rotations). "
+                if microbench else "")
              + "Not run on AMD hardware.", "",
              "| preset | tokens | experts hit | " + " | ".join(f"after {c}" for c in CONTEXTS)
-             + " | profile solo | in the layer |",
-             "| --- | ---: | ---: | " + " | ".join("---:" for _ in CONTEXTS) + " | ---: | ---: |"]
+             + " | profile solo | in the layer |" + (" microbench (hit, rotations) |" if microbench else ""),
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in CONTEXTS) + " | ---: | ---: |"
+             + (" ---: |" if microbench else "")]
     for rec in probe["records"]:
         med = rec["median_us"]
         solo = profile_gate_up_us(profile, rec["preset"], rec["tokens"], rec["experts_hit"])
         in_layer = layer.get((rec["preset"], rec["tokens"]))
-        lines.append(f"| {rec['preset']} | {rec['tokens']} | {rec['experts_hit']} | "
-                     + " | ".join(f"{med[c]:.1f}" if c in med else "-" for c in CONTEXTS)
-                     + f" | {solo:.1f} | {f'{in_layer:.1f}' if in_layer is not None else '-'} |")
+        row = (f"| {rec['preset']} | {rec['tokens']} | {rec['experts_hit']} | "
+               + " | ".join(f"{med[c]:.1f}" if c in med else "-" for c in CONTEXTS)
+               + f" | {solo:.1f} | {f'{in_layer:.1f}' if in_layer is not None else '-'} |")
+        if microbench:
+            mb = bench.get((get_preset(rec["preset"]).n_experts, int(rec["K"]), int(rec["N"]), int(rec["tokens"])))
+            row += f" {mb[0]:.1f} ({mb[1]}, {mb[2]}) |" if mb else " - |"
+        lines.append(row)
     return "\n".join(lines)
 
 
@@ -93,9 +151,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--probe", type=Path, required=True, help="folder with grouped_context_probe.json")
     p.add_argument("--traces", type=Path, help="layer-trace folder (kernels.json.gz) of the same GPU")
+    p.add_argument("--microbench", type=Path,
+                   help="microbench.json(.gz) of the same machine start (calibration.microbench --only grouped)")
+    p.add_argument("--placements", type=Path,
+                   help="the placement check's rotation_check.json: a second table, the call with its rows elsewhere")
     p.add_argument("--profile", default="h200", help="profile whose solo time to show (default: %(default)s)")
     args = p.parse_args(argv)
-    return print_or_fail(lambda: markdown(args.probe, args.traces, args.profile))
+
+    def report() -> str:
+        text = markdown(args.probe, args.traces, args.profile, args.microbench)
+        return text + ("\n\n" + placements_markdown(args.placements) if args.placements else "")
+    return print_or_fail(report)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ moved it. This probe times the call, on the layer's own routed rows and experts,
 - ``x_warm``: an in-place add of zero to its input rows (the rows in the L2, nothing else);
 - ``gather``: the layer's own ``index_select`` that makes its input rows (as the layer runs it);
 - ``spin``: a ~20 µs spin kernel (an idle memory system, the rows cold);
-- ``dense``: a dense GEMM streaming as many weight bytes (a busy memory system, the rows cold).
+- ``dense``: a dense GEMM streaming as many weight bytes (a busy memory system, the rows cold);
+- ``other_expert``: the same grouped GEMM on the same weights with its rows routed to other experts (the counts
+  rolled by one expert), as the microbench's chain alternates routings to keep the weights out of the L2.
 
 Each context is a CUDA graph of ``steps`` steps (the context's kernel, then the grouped GEMM), replayed under the
 profiler; a grouped GEMM's time is its kernel's duration in the trace (CUPTI), median over steps and replays.
@@ -37,7 +39,7 @@ from kernels_real.config import get_preset, preset_error
 from kernels_real.grouped_probe import FLUSH_BYTES, each_point, routed_call
 from kernels_real.profiling import chrome_trace
 
-CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense")
+CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense", "other_expert")
 SPIN_CYCLES = 40_000  # about 20 µs at the H100's and H200's ~2 GHz
 GROUPED_KERNEL = "GroupProblemShape"  # in the mangled name of every CUTLASS grouped GEMM torch._grouped_mm runs
 
@@ -48,6 +50,17 @@ def grouped_durations(trace: dict[str, object]) -> list[float]:
     kernels = [e for e in events if isinstance(e, dict) and e.get("cat") == "kernel"
                and GROUPED_KERNEL in str(e.get("name", ""))]
     return [float(e["dur"]) for e in sorted(kernels, key=lambda e: float(e["ts"]))]
+
+
+def timed_durations(context: str, durations: list[float], steps: int) -> list[float]:
+    """The layer call's grouped GEMM durations among a context graph's replays' (trace order): in ``chain`` every
+    step's but each replay's first (it follows no grouped GEMM); in ``other_expert`` every second (the first of
+    each pair is the other routing's); else all."""
+    if context == "chain":
+        return [d for i, d in enumerate(durations) if i % steps]
+    if context == "other_expert":
+        return durations[1::2]
+    return durations
 
 
 def context_steps(name: str, tokens: int, device: torch.device) -> tuple[dict[str, Callable[[], None]], int]:
@@ -69,6 +82,9 @@ def context_steps(name: str, tokens: int, device: torch.device) -> tuple[dict[st
         torch.index_select(x, 0, src_rows, out=rows)
         gemm()
 
+    other_offsets = torch.roll(groups.counts, 1).cumsum(0).to(groups.offsets.dtype)
+    other_rows = rows.clone()
+
     steps = {
         "chain": gemm,
         "flush": lambda: (flush.fill_(1), gemm()),
@@ -76,6 +92,7 @@ def context_steps(name: str, tokens: int, device: torch.device) -> tuple[dict[st
         "gather": gathered,
         "spin": lambda: (torch.cuda._sleep(SPIN_CYCLES), gemm()),
         "dense": lambda: (torch.mm(dense_x, dense_w), gemm()),
+        "other_expert": lambda: (torch._grouped_mm(other_rows, experts, offs=other_offsets), gemm()),
     }
     return steps, hit
 
@@ -99,10 +116,7 @@ def time_point(name: str, tokens: int, steps: int, replays: int, device: torch.d
                 graph.replay()
 
         trace = json.loads(chrome_trace(replay, gpu=True))
-        durs = grouped_durations(trace)
-        if context == "chain":
-            durs = [d for i, d in enumerate(durs) if i % steps]  # the first of each replay follows no grouped GEMM
-        durations[context] = durs
+        durations[context] = timed_durations(context, grouped_durations(trace), steps)
         del graph
     cfg = get_preset(name)
     return {"preset": name, "tokens": tokens, "experts_hit": hit, "K": cfg.hidden, "N": 2 * cfg.moe_intermediate,

@@ -20,6 +20,13 @@ def test_grouped_durations_keep_grouped_kernels_in_time_order() -> None:
     assert probe.grouped_durations({}) == []
 
 
+def test_timed_durations_pick_the_layer_calls() -> None:
+    durs = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert probe.timed_durations("chain", durs, steps=3) == [2.0, 3.0, 5.0, 6.0]
+    assert probe.timed_durations("other_expert", durs, steps=3) == [2.0, 4.0, 6.0]
+    assert probe.timed_durations("dense", durs, steps=3) == durs
+
+
 def test_bad_input_is_one_line(capsys) -> None:
     assert probe.main(["--out", "/tmp/x", "--presets", "nope"]) == 2
     assert "unknown MoE preset" in capsys.readouterr().err
