@@ -449,6 +449,26 @@ def _light_beside_gemm() -> str:
     return light_beside_gemm.markdown() + "\n"
 
 
+GROUPED_CONTEXT_H100 = {"probe": "calibration/measurements/h100/2026-12-07/grouped_context_probe",
+                        "traces": "calibration/measurements/h100/2026-12-05/layer_traces_small",
+                        "microbench": "calibration/measurements/h100/2026-12-07/microbench_grouped/microbench.json.gz",
+                        "placements": "calibration/measurements/h100/2026-12-07/rotation_check/rotation_check.json"}
+
+
+def _grouped_context_h100() -> str:
+    import grouped_context  # benchmarks/grouped_context.py
+
+    a = {k: Path(v) for k, v in GROUPED_CONTEXT_H100.items()}
+    return (grouped_context.markdown(a["probe"], a["traces"], "h100", a["microbench"]) + "\n\n"
+            + grouped_context.placements_markdown(a["placements"]) + "\n")
+
+
+def _h100_fork_join() -> str:
+    import h100_fork_join  # benchmarks/h100_fork_join.py
+
+    return h100_fork_join.markdown(list(h100_fork_join.DEFAULT_RUNS), h100_fork_join.GRAPH_CORUN) + "\n"
+
+
 def _recorded_geometry() -> str:
     import recorded_geometry  # benchmarks/recorded_geometry.py
 
@@ -631,6 +651,10 @@ BLOCKS: dict[str, Block] = {
     "decode-recorded-geometry": Block(VALIDATION, "python benchmarks/recorded_geometry.py", _recorded_geometry),
     "decode-fork-order": Block(VALIDATION, "python benchmarks/fork_order.py", _fork_order),
     "decode-light-beside-gemm": Block(VALIDATION, "python benchmarks/light_beside_gemm.py", _light_beside_gemm),
+    "transfer-h100-fork-join": Block(VALIDATION, "python benchmarks/h100_fork_join.py", _h100_fork_join),
+    "grouped-context-h100": Block(
+        VALIDATION, "python benchmarks/grouped_context.py "
+        + " ".join(f"--{k} {v}" for k, v in GROUPED_CONTEXT_H100.items()) + " --profile h100", _grouped_context_h100),
     "decode-graph-node-gaps": Block(VALIDATION, "python benchmarks/graph_node_gaps.py", _graph_node_gaps),
     "time-spread": Block(VALIDATION, "python benchmarks/time_spread.py", _time_spread),
     "time-spread-eager": Block(VALIDATION, f"python benchmarks/time_spread.py {' '.join(EAGER_STARTS)}",
