@@ -61,5 +61,21 @@ def test_grouped_gemm_holds_the_layers_expert_layout(weights, stored):
         out = ops.build(torch, spec, torch.device("cpu"), 1 << 30, cache)[0]()
     except RuntimeError as err:  # CPU builds without the grouped kernel
         pytest.skip(f"torch._grouped_mm does not run on this CPU build: {err}")
-    (tensor,) = cache.values()
+    (tensor,) = [v for key, v in cache.items() if key[0] == "grouped_w"]
     assert tuple(tensor.shape) == stored and out.shape == (3, 8)
+
+
+def test_grouped_gemm_rows_sit_at_several_addresses():
+    """Each routing's rows are copied to ROW_PLACEMENTS addresses, spacers between (kept in the cache), one call
+    each; every copy holds the same values."""
+    rows = torch.randn(2, 16)
+    cache: dict = {}
+    placed = ops.row_placements(torch, rows, torch.device("cpu"), cache, rotation=0)
+    assert len(placed) == ops.ROW_PLACEMENTS and placed[0] is rows
+    assert len({t.data_ptr() for t in placed}) == ops.ROW_PLACEMENTS
+    assert all(torch.equal(t, rows) for t in placed)
+    assert len(cache) == ops.ROW_PLACEMENTS - 1
+    spec = {"family": "grouped_gemm", "op": "grouped_mm", "tokens": 3, "top_k": 1, "E": 4, "K": 16, "N": 8,
+            "counts": [1, 0, 2, 0], "weights": shapes.GROUPED_WEIGHTS, "tag": "t"}
+    assert len(ops.build(torch, spec, torch.device("cpu"), 1, {})) == ops.ROW_PLACEMENTS  # one routing (L2 of 1 B)
+    assert len(ops.build(torch, spec, torch.device("cpu"), 200, {})) == 2 * ops.ROW_PLACEMENTS  # two routings

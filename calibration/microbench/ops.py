@@ -2,7 +2,8 @@
 
 Inputs are random (never zeros: zeros run faster than real data). Rotating through several buffer sets keeps
 consecutive calls' weights out of the L2; grouped GEMMs rotate the routing (a different seed picks other
-experts of one weight tensor) and hold their experts as the layer does (``[E, N, K]``, passed transposed: the
+experts of one weight tensor), put each routing's input rows at several addresses (``row_placements``; records
+before 2026-12-07 had one) and hold their experts as the layer does (``[E, N, K]``, passed transposed: the
 ``weights`` field of their spec; records before 2026-12-04 measured ``[E, K, N]``, another kernel layout).
 Large tensors live in a ``cache`` dict the caller clears between groups.
 """
@@ -21,6 +22,23 @@ Spec = dict[str, Any]
 
 def _rand(torch: Any, shape: tuple[int, ...], dtype: Any, dev: Any) -> Any:
     return torch.randn(shape, dtype=dtype, device=dev)
+
+
+ROW_PLACEMENTS = 4  # grouped GEMMs: each rotation's rows at this many addresses, the chain cycling through them
+SPACER_BYTES = 4096  # placement p follows a spacer allocation of (2p + 1) x this, so the copies land apart
+
+
+def row_placements(torch: Any, rows: Any, dev: Any, cache: dict[Any, Any], rotation: int) -> list[Any]:
+    """``rows`` and ``ROW_PLACEMENTS`` − 1 copies of it at other addresses. A grouped GEMM of one or two rows per
+    expert runs up to 17 % longer or shorter by where its rows lie, nothing else equal (session 30's placement
+    check, ``calibration/measurements/h100/2026-12-07``): a chain over several placements times their mean, as
+    the layer's own allocations draw from them. The spacers live in ``cache`` as long as the calls."""
+    out = [rows]
+    for p in range(1, ROW_PLACEMENTS):
+        cache[("grouped_rows_spacer", rotation, p)] = torch.empty(SPACER_BYTES * (2 * p + 1), dtype=torch.uint8,
+                                                                  device=dev)
+        out.append(rows.clone())
+    return out
 
 
 def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]) -> list[Call]:
@@ -61,7 +79,8 @@ def build(torch: Any, spec: Spec, dev: Any, l2_bytes: int, cache: dict[Any, Any]
             counts = spec["counts"] if r == 0 else route_counts(spec["tokens"], e, spec["top_k"], seed=r)
             offs = torch.tensor(counts, dtype=torch.int64).cumsum(0).to(device=dev, dtype=torch.int32)
             x = _rand(torch, (sum(counts), k), bf, dev)
-            calls.append(lambda x=x, offs=offs: torch._grouped_mm(x, w, offs=offs))
+            for rows in row_placements(torch, x, dev, cache, r):
+                calls.append(lambda x=rows, offs=offs: torch._grouped_mm(x, w, offs=offs))
     elif op in ("add", "mul"):
         fn = torch.add if op == "add" else torch.mul
         for _ in range(rot):

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from calibration.microbench.ops import build, weight_key
+from calibration.microbench.ops import ROW_PLACEMENTS, build, weight_key
 from calibration.microbench.progress import progress
 from calibration.microbench.records import solo_record
 from calibration.microbench.stats import chain_length, chain_per_call, summarize
@@ -14,8 +14,10 @@ from calibration.microbench.timing import capture, replay_times
 
 HOW = ("per-call time = (T(2N) - T(N)) / N from event-timed replays of two graphs holding N and 2N back-to-back "
        "calls on one stream, rotating buffer sets so consecutive calls touch >= 4x L2 (grouped GEMMs rotate "
-       "the routing over one weight tensor); N sized so a replay lasts ~1 ms (4..64); single_us = one-call "
-       "graph replay (graph launch fixed cost + one call, buffers of rotation 0)")
+       "the routing over one weight tensor, and since 2026-12-07 each routing's input rows over "
+       f"{ROW_PLACEMENTS} addresses, N a multiple of {ROW_PLACEMENTS}: rotations counts both); N sized so a replay "
+       "lasts ~1 ms (4..64); single_us = one-call graph replay (graph launch fixed cost + one call, buffers of "
+       "rotation 0)")
 
 
 def measure(torch: Any, spec: dict[str, Any], dev: Any, l2: int, cache: dict[Any, Any], reps: int) -> dict[str, Any]:
@@ -27,6 +29,8 @@ def measure(torch: Any, spec: dict[str, Any], dev: Any, l2: int, cache: dict[Any
     g1 = capture(torch, calls[:1])
     single = replay_times(torch, [g1], 3 + reps)[0][3:]
     n = chain_length(float(np.median(single)))
+    if spec["op"] == "grouped_mm":  # every window of n calls takes each of a routing's row placements alike
+        n = -(-n // ROW_PLACEMENTS) * ROW_PLACEMENTS
     short = capture(torch, [calls[i % len(calls)] for i in range(n)])
     long = capture(torch, [calls[i % len(calls)] for i in range(2 * n)])
     replay_times(torch, [short, long], 2)
