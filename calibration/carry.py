@@ -200,6 +200,8 @@ def with_graph_join(doc: dict[str, Any], run: Path, source: Profile) -> None:
     path = run if run.is_file() else next((p for p in (run / "graph_corun.json.gz",
                                                        run / "graph_corun" / "graph_corun.json.gz") if p.exists()),
                                           run / "graph_corun.json.gz")
+    if not path.is_file():
+        raise InputError(f"--graph-corun {run}: no graph_corun.json.gz there")
     env = path.parent / "env.json"
     gpu = parse_profile(doc, str(doc.get("name"))).hardware.gpu
     measured_on = json.loads(env.read_text()).get("device_name") if env.exists() else None

@@ -171,3 +171,5 @@ def test_fork_join_cost_measured_on_the_target_gpu_replaces_the_carried_one(tmp_
     assert path.read_text() == before
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"measured on NVIDIA H200, not on {gpu}" in err[0]
+    assert main(["--to", str(path), "--graph-corun", str(tmp_path / "nothing")]) == 2
+    assert "no graph_corun.json.gz there" in capsys.readouterr().err
