@@ -197,10 +197,9 @@ def with_geometry(doc: dict[str, Any], folders: Sequence[Path]) -> None:
 def with_graph_join(doc: dict[str, Any], run: Path, source: Profile) -> None:
     """``host.graph_join_us`` measured on the target GPU by the graph co-runs of ``run`` (its ``env.json`` names
     that GPU, else InputError), with ``source``'s held-out presets left out as its own fit leaves them."""
-    path = run if run.is_file() else next((p for p in (run / "graph_corun.json.gz",
-                                                       run / "graph_corun" / "graph_corun.json.gz") if p.exists()),
-                                          run / "graph_corun.json.gz")
-    if not path.is_file():
+    candidates = [run] if run.is_file() else [run / "graph_corun.json.gz", run / "graph_corun" / "graph_corun.json.gz"]
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
         raise InputError(f"--graph-corun {run}: no graph_corun.json.gz there")
     env = path.parent / "env.json"
     gpu = parse_profile(doc, str(doc.get("name"))).hardware.gpu

@@ -18,6 +18,8 @@ moved it. This probe times the call, on the layer's own routed rows and experts,
 
 Each context is a CUDA graph of ``steps`` steps (the context's kernel, then the grouped GEMM), replayed under the
 profiler; a grouped GEMM's time is its kernel's duration in the trace (CUPTI), median over steps and replays.
+Run on an H100 in session 30: no context but the flush moves the call; the address of its input rows does
+(calibration/VALIDATION.md, "The grouped GEMM in and out of the layer").
 
 Writes ``DIR/grouped_context_probe.json`` (per preset × tokens × context the kernel durations and their median, the
 experts hit) and prints a table. GPU only (CUDA; the calls are HIP-portable, ROCm was not run).
