@@ -1,8 +1,9 @@
-"""The layer's grouped GEMM after six kinds of kernel (``kernels_real.grouped_context_probe``), beside the
+"""The layer's grouped GEMM after several kinds of kernel (``kernels_real.grouped_context_probe``), beside the
 profile's solo time for it and the same kernel in the layer's own replayed graph.
 
-Per preset × tokens of the probe: the gate_up grouped GEMM's median kernel time after each context (its own chain
-as the microbench times it, a 256 MiB L2 flush, its input rows warmed, the layer's gather, a spin, a dense GEMM);
+Per preset × tokens of the probe: the gate_up grouped GEMM's median kernel time after each context the probe
+recorded, in its order (its own chain as the microbench times it, a 256 MiB L2 flush, its input rows warmed, the
+layer's gather, a spin, a dense GEMM, and since session 30 the same GEMM routed to other experts);
 the profile's solo time for that GEMM with the probe's experts hit (the microbench's table, as the simulator costs
 it); where the layer traces hold the point, the kernel's median time in the sequential layer's replayed graph on
 the same weight set (set 0, the probe's weights); and, given a microbench run of the same machine start, its
@@ -30,16 +31,24 @@ from simulator.profile import load_profile
 from simulator.workloads.moe_layer import moe_layer_program
 from simulator.workloads.presets import get_preset
 
-CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense")
+
+def _json(path: Path) -> Any:
+    """A JSON document, gzipped where the name ends in .gz."""
+    raw = path.read_bytes()
+    return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
 
 
 def load_probe(folder: Path) -> dict[str, Any]:
     """The probe's record, as written (``grouped_context_probe.json``) or gzipped for the repository."""
     for path in (folder / "grouped_context_probe.json", folder / "grouped_context_probe.json.gz"):
         if path.is_file():
-            raw = path.read_bytes()
-            return json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+            return _json(path)
     raise InputError(f"--probe {folder}: no grouped_context_probe.json(.gz) there")
+
+
+def contexts(probe: dict[str, Any]) -> list[str]:
+    """The contexts the probe recorded, in its order (a run before session 30 has six, later ones seven)."""
+    return list(dict.fromkeys(c for rec in probe["records"] for c in rec["median_us"]))
 
 
 def microbench_grouped(path: Path | None) -> dict[tuple[int, int, int, int], tuple[float, int, int]]:
@@ -49,9 +58,8 @@ def microbench_grouped(path: Path | None) -> dict[tuple[int, int, int, int], tup
         return {}
     if not path.is_file():
         raise InputError(f"--microbench {path}: no such file")
-    raw = path.read_bytes()
     try:
-        doc = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
+        doc = _json(path)
     except (OSError, ValueError) as err:
         raise InputError(f"--microbench {path}: not a microbench.json ({err})") from err
     out = {}
@@ -121,6 +129,7 @@ def markdown(probe_dir: Path, traces: Path | None, profile_name: str, microbench
     profile = load_profile(profile_name)
     layer = layer_gate_up_us(traces)
     bench = microbench_grouped(microbench)
+    names = contexts(probe)
     env = probe.get("env", {})
     smi = env.get("nvidia_smi") or {}
     gpu = f"{env.get('device_name', '?')}, driver {smi.get('driver_version', '?')}, torch {env.get('torch', '?')}"
@@ -129,16 +138,16 @@ def markdown(probe_dir: Path, traces: Path | None, profile_name: str, microbench
              + (f"microbench: `{microbench}` (per-call µs of its chain, its experts hit, buffer rotations). "
                 if microbench else "")
              + "Not run on AMD hardware.", "",
-             "| preset | tokens | experts hit | " + " | ".join(f"after {c}" for c in CONTEXTS)
+             "| preset | tokens | experts hit | " + " | ".join(f"after {c}" for c in names)
              + " | profile solo | in the layer |" + (" microbench (hit, rotations) |" if microbench else ""),
-             "| --- | ---: | ---: | " + " | ".join("---:" for _ in CONTEXTS) + " | ---: | ---: |"
+             "| --- | ---: | ---: | " + " | ".join("---:" for _ in names) + " | ---: | ---: |"
              + (" ---: |" if microbench else "")]
     for rec in probe["records"]:
         med = rec["median_us"]
         solo = profile_gate_up_us(profile, rec["preset"], rec["tokens"], rec["experts_hit"])
         in_layer = layer.get((rec["preset"], rec["tokens"]))
         row = (f"| {rec['preset']} | {rec['tokens']} | {rec['experts_hit']} | "
-               + " | ".join(f"{med[c]:.1f}" if c in med else "-" for c in CONTEXTS)
+               + " | ".join(f"{med[c]:.1f}" if c in med else "-" for c in names)
                + f" | {solo:.1f} | {f'{in_layer:.1f}' if in_layer is not None else '-'} |")
         if microbench:
             mb = bench.get((get_preset(rec["preset"]).n_experts, int(rec["K"]), int(rec["N"]), int(rec["tokens"])))

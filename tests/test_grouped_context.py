@@ -12,7 +12,7 @@ from tests.helpers_benchmarks import load_benchmark
 
 grouped_context = load_benchmark("grouped_context")
 
-CONTEXTS = grouped_context.CONTEXTS
+CONTEXTS = ("chain", "flush", "x_warm", "gather", "spin", "dense", "other_expert")
 
 
 def _probe(folder: Path) -> Path:
