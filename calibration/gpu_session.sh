@@ -145,7 +145,7 @@ if has grouped; then
   python3 -m kernels_real.grouped_probe --out "$out/grouped_probe" 2>&1 | tee -a "$out/grouped.log" | tail -12
 fi
 if has groupedcontext; then
-  # the layer's grouped GEMM after six kinds of kernel: why the layer runs it faster than the microbench (session 29)
+  # the layer's grouped GEMM after seven kinds of kernel: why the layer ran it faster than the microbench (sessions 29-30)
   python3 -m pytest -q -m gpu tests/test_grouped_context_probe.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests-groupedcontext.log" | tail -3
   python3 -m kernels_real.grouped_context_probe --out "$out/grouped_context_probe" \
     --presets llama4_scout qwen2_57b_a14b deepseek_v3 llama4_scout@tp4 --tokens 1 2 4 2>&1 | tee "$out/groupedcontext.log" | tail -16

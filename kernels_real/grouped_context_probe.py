@@ -1,4 +1,4 @@
-"""Does what runs just before a grouped GEMM set its time? The layer's call in six contexts.
+"""Does what runs just before a grouped GEMM set its time? The layer's call in seven contexts.
 
 ``python -m kernels_real.grouped_context_probe --out DIR [--presets ...] [--tokens 1 2] [--steps 6] [--replays 5]``
 
