@@ -1,7 +1,7 @@
 """The H100 profile's graph fork/join cost, carried from the H200 or measured on the H100, scored on the H100's runs.
 
 The shipped ``h100`` profile carries ``host.graph_join_us`` from the H200. ``calibration.carry --graph-corun RUN``
-takes it from a graph co-run run measured on the H100 instead (``calibration.fit.graph_join_figure``, the H200
+takes it from a graph co-run run measured on the H100 instead (``calibration.carry.with_graph_join``, the H200
 profile's held-out presets left out). Per H100 run, both profiles' predicted multi_stream gains against the
 measured ones: the mean of predicted − measured (bias, points), the share of 1–4-token points within ±1.5 points,
 and the regret of each profile's choices beside always multi_stream's (margin 0.5 %). Nothing is fitted to the
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
-from calibration.fit import graph_corun_records, graph_join_figure
+from calibration.carry import with_graph_join
 from simulator.decisions import POLICIES, score
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
-from simulator.validation import gain_points, recorded_holdout
+from simulator.validation import gain_points
 
 H100 = Path("calibration/measurements/h100")
 GRAPH_CORUN = H100 / "2026-12-07" / "graph_corun" / "graph_corun.json.gz"
@@ -33,10 +33,10 @@ MARGIN = 0.005
 
 
 def with_measured_join(profile: Profile, graph_corun: Path) -> Profile:
-    """``profile`` with the fork/join cost the graph co-runs at ``graph_corun`` measure."""
-    records, where = graph_corun_records(graph_corun, recorded_holdout(load_profile("h200"))[0])
+    """``profile`` with the fork/join cost the graph co-runs at ``graph_corun`` measure, as ``calibration.carry
+    --graph-corun`` takes it (the H200's held-out presets left out)."""
     doc = profile.model_dump()
-    doc["host"]["graph_join_us"] = graph_join_figure(records, where)
+    with_graph_join(doc, graph_corun, load_profile("h200"))
     return Profile.model_validate(doc)
 
 
