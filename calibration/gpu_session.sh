@@ -3,7 +3,7 @@
 # Usage (on the device machine, repo root): bash calibration/gpu_session.sh PARTS OUTDIR
 # PARTS: parts joined by '+' (tests, micro, corun, sweep, eager, eager2, probe, traced, traced2, traced3,
 # graphprobe, decode, ranks, layertraces, placement, branch, dispatch, grouped, groupedcontext, routing, layout, layoutmeans, eagertraces,
-# hostcosts, geometry),
+# hostcosts, geometry, replaylengths, groupedplaced),
 # or all (= tests+micro+sweep).
 # Writes OUTDIR/<part>/... and OUTDIR/<part>.log; packs everything into OUTDIR/results-<parts>.tgz.
 set -u
@@ -206,6 +206,20 @@ if has geometry; then
   python3 -m pytest -q -m gpu tests/test_geometry_probe_gpu.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests-geometry.log" | tail -3
   python3 -m kernels_real.geometry_probe --out "$out/geometry_probe" ${GEOMETRY_PRESETS:+--presets $GEOMETRY_PRESETS} \
     2>&1 | tee "$out/geometry.log" | tail -8
+fi
+if has replaylengths; then
+  # graphs of N = W, 2W, 4W layer calls, N varied: what a replay pays once (multi_stream: its first fork) and per
+  # layer (session 31; REPLAY_PRESETS / REPLAY_TOKENS: other points)
+  python3 -m pytest -q -m gpu tests/test_replay_length_probe.py -p no:cacheprovider 2>&1 | tee "$out/gpu-tests-replaylengths.log" | tail -3
+  python3 -m kernels_real.replay_length_probe --out "$out/replay_lengths" --budget-s ${REPLAY_BUDGET_S:-300} \
+    --presets ${REPLAY_PRESETS:-deepseek_v3@tp8 qwen2_57b_a14b glm45_air@tp8 deepseek_v3@tp2 deepseek_v2_lite \
+      llama4_scout@tp4 qwen2_57b_a14b@tp4 glm45_air@tp4 qwen15_moe_a27b@tp2 deepseek_v3@ep8 qwen3_30b_a3b \
+      deepseek_v2_lite@tp4 kimi_k2@tp8} --tokens ${REPLAY_TOKENS:-1 2 4} 2>&1 | tee "$out/replaylengths.log" | tail -45
+fi
+if has groupedplaced; then
+  # the grouped GEMM shapes, each timed over four placements of its input rows (session 30's protocol)
+  python3 -m calibration.microbench --out "$out/microbench_grouped_placed" --only grouped --budget-s ${GROUPED_BUDGET_S:-70} \
+    2>&1 | tee "$out/groupedplaced.log" | tail -5
 fi
 if has graphprobe; then
   # graph replays timed plain, while profiled (their traces kept), plain again; eager traces of the same cases
