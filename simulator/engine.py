@@ -247,6 +247,9 @@ class Engine:
         join_gaps = (host.join_gap_us, host.node_join_gap_us)
         recorded_on: dict[str, str] = {}
         joined: set[str] = set()  # streams whose next kernel follows a wait on another stream's event
+        forked: set[int] = set()  # replays whose first cross-stream edge has been issued
+        first_fork: set[str] = set()  # streams whose next kernel pays the replay's first-fork gap
+        first_fork_gap = host.first_fork_gap_us
         solo = self._fluid.solo_rate if self._fluid is not None else _not_solved
         placing = self._placing is not None
         demands: dict[Demand, tuple[int, float]] = {}
@@ -270,6 +273,9 @@ class Engine:
                 if joined and fields["stream"] in joined:
                     joined.discard(fields["stream"])
                     gap += join_gaps[replay is not None]
+                if first_fork and fields["stream"] in first_fork:
+                    first_fork.discard(fields["stream"])
+                    gap += first_fork_gap
                 stream = streams[fields["stream"]]
                 kernel = _kernel(index, stream, gap, replay, fields["kernel"], fields["region"], fields["dur_us"],
                                  demand, known[0], known[1])
@@ -288,6 +294,9 @@ class Engine:
                     warnings.append(never_recorded(index, event))
                 elif recorded_on[event] != fields["stream"]:
                     joined.add(fields["stream"])
+                    if replay is not None and replay not in forked and first_fork_gap:
+                        forked.add(replay)
+                        first_fork.update((fields["stream"], recorded_on[event]))
                 append(_plan_entry(_WAIT, cost, index, streams[fields["stream"]], event, None, None))
             elif kind == "sync":
                 append(_plan_entry(_SYNC, cost, index, None, "", None, None))
@@ -295,6 +304,9 @@ class Engine:
                 on = fields["on"]
                 if on != fields["stream"]:
                     joined.add(fields["stream"])
+                    if replay is not None and replay not in forked and first_fork_gap:
+                        forked.add(replay)
+                        first_fork.update((fields["stream"], on))
                 append(_plan_entry(_WAIT_STREAM, cost, index, streams[fields["stream"]], f"wait_stream:{on}",
                                    streams[on], None))
             elif replay is None and kind in _CAPTURE_KINDS:

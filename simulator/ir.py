@@ -49,6 +49,9 @@ class HostCosts(_Strict):
                                                       "a stream runs after waiting on another stream's event")
     node_join_gap_us: float = Field(0.0, ge=0, description="the same for a kernel node of a replay (a cross-"
                                                            "stream edge inside a graph)")
+    first_fork_gap_us: float = Field(0.0, ge=0, description="extra device gap, once per replay, before the next "
+                                                            "kernel of both streams of the replay's first cross-"
+                                                            "stream edge (the waiting one and the one it waits on)")
     idle_launch_us: float = Field(0.0, ge=0, description="extra host time of an eager launch onto a stream with "
                                                          "nothing queued or running (the device's queue was drained)")
     queue_depth: int = Field(1024, ge=1, description="launches in flight before the host blocks")

@@ -73,6 +73,10 @@ class HostFigures(_Model):
     graph_join_us: Figure | None = Field(
         None, description="device latency of a cross-stream edge (event wait) inside a replayed graph, before "
                           "the waiting stream's next kernel; absent: not measured, taken as 0")
+    graph_first_fork_us: Figure | None = Field(
+        None, description="device time a replay of a graph that forks across streams loses once, at its first "
+                          "fork (both branches start this much later): the per-replay excess of multi-stream "
+                          "replays over single-stream ones; absent: not measured, taken as 0")
     idle_launch_us: Figure | None = Field(
         None, description="extra eager host time of a launch onto a stream with nothing queued or running, as a "
                           "host-bound layer launches (the figures above are timed behind a busy device); absent: 0")
@@ -91,15 +95,18 @@ class HostFigures(_Model):
         if mode not in ("eager", "graph"):
             raise InputError(f"unknown launch mode {mode!r}; expected eager or graph")
         join = self.graph_join_us.value if self.graph_join_us is not None else 0.0
+        first_fork = self.graph_first_fork_us.value if self.graph_first_fork_us is not None else 0.0
         if mode == "graph":
             return HostCosts(sync_us=self.sync_us.value, replay_us=self.replay_us.value,
                              node_gap_us=self.node_gap_us.value, kernel_gap_us=self.node_gap_us.value,
-                             join_gap_us=join, node_join_gap_us=join, queue_depth=self.queue_depth)
+                             join_gap_us=join, node_join_gap_us=join, first_fork_gap_us=first_fork,
+                             queue_depth=self.queue_depth)
         return HostCosts(
             launch_us=self.launch_us.value, record_us=self.record_us.value, wait_us=self.wait_us.value,
             set_stream_us=self.set_stream_us.value, sync_us=self.sync_us.value,
             replay_us=self.replay_us.value, node_gap_us=self.node_gap_us.value,
-            kernel_gap_us=self.kernel_gap_us.value, node_join_gap_us=join, queue_depth=self.queue_depth,
+            kernel_gap_us=self.kernel_gap_us.value, node_join_gap_us=join, first_fork_gap_us=first_fork,
+            queue_depth=self.queue_depth,
             idle_launch_us=self.idle_launch_us.value if self.idle_launch_us is not None else 0.0,
         )
 

@@ -189,6 +189,29 @@ def test_cross_stream_edges_in_a_replay_add_the_node_join_gap():
     assert times(r) == {"a": (3, 13), "b": (17, 22), "c": (26, 28)}
 
 
+def test_first_fork_of_each_replay_delays_both_streams_once():
+    """As above with a kernel d (4 µs) on main between fork and join, and first_fork_gap 5. Replay 1 (host 2):
+    a 3..13; the fork (aux waits main's f) is the replay's first cross-stream edge: b 13 + 1 + 3 + 5 = 22..27,
+    main's next kernel d 13 + 1 + 5 = 19..23; the join is not the first edge: c max(27, 23) + 1 + 3 = 31..33.
+    Replay 2 pays it again: a 34..44, d 50..54, b 53..58, c 62..64."""
+    ops = [{"capture_begin": {"graph": "g", "stream": "main"}},
+           launch("a", "main", 10), record("f", "main"), wait("aux", "f"), launch("b", "aux", 5),
+           launch("d", "main", 4), record("j", "aux"), wait("main", "j"), launch("c", "main", 2),
+           {"capture_end": {"graph": "g"}}, {"replay": {"graph": "g"}}, {"replay": {"graph": "g"}}]
+    r = simulate(program(ops, replay_us=2, node_gap_us=1, node_join_gap_us=3, first_fork_gap_us=5))
+    got = [(k.name, k.start_us, k.end_us, k.replay) for k in r.kernels]
+    assert sorted(got, key=lambda k: (k[3], k[1])) == [
+        ("a", 3, 13, 1), ("d", 19, 23, 1), ("b", 22, 27, 1), ("c", 31, 33, 1),
+        ("a", 34, 44, 2), ("d", 50, 54, 2), ("b", 53, 58, 2), ("c", 62, 64, 2)]
+
+
+def test_first_fork_gap_leaves_eager_forks_alone():
+    """Eager (no replay), first_fork_gap 50: the timeline of the test below, unchanged."""
+    r = simulate(program([launch("a", "main", 10), record("e", "main"), wait("aux", "e"), launch("b", "aux", 5),
+                          launch("c", "aux", 1), launch("d", "main", 1)], join_gap_us=2, first_fork_gap_us=50))
+    assert times(r) == {"a": (0, 10), "b": (12, 17), "c": (17, 18), "d": (10, 11)}
+
+
 def test_eager_cross_stream_wait_adds_the_join_gap_once():
     """Eager, no host costs, join gap 2: a 0..10 on main; aux waits a's event: b starts 10 + 2, c behind b on
     aux waits nothing new (12..17..18); d on main waits nothing (10..11)."""

@@ -1,0 +1,44 @@
+"""calibration.fit_replay: the once-per-replay excess of multi-stream graph replays, from replay-length runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from calibration.fit_replay import first_fork_excess, first_fork_figure, load_replay_lengths
+from simulator.errors import InputError
+
+
+def _record(preset: str, tokens: int, strategy: str, intercept: float) -> dict:
+    return {"preset": preset, "tokens": tokens, "strategy": strategy, "intercept_us": intercept,
+            "per_layer_us": 100.0}
+
+
+RECORDS = [_record("a", 1, "sequential", 3.0), _record("a", 1, "multi_stream", 9.0),
+           _record("a", 2, "sequential", 2.0), _record("a", 2, "multi_stream", 6.0),
+           _record("b", 1, "sequential", 4.0), _record("b", 1, "multi_stream", 11.0),
+           _record("c", 1, "sequential", 4.0)]  # no multi_stream: left out
+
+
+def test_excess_is_multi_stream_intercept_minus_sequential_per_point() -> None:
+    assert first_fork_excess(RECORDS) == {("a", 1): 6.0, ("a", 2): 4.0, ("b", 1): 7.0}
+
+
+def test_figure_is_the_median_excess_with_its_spread_in_the_source() -> None:
+    figure = first_fork_figure(RECORDS, "run")
+    assert figure["value"] == 6.0
+    assert "median over 3 points" in figure["source"] and "p10 4.40, p90 6.80" in figure["source"]
+    negative = [_record("a", 1, "sequential", 5.0), _record("a", 1, "multi_stream", 4.0)]
+    assert first_fork_figure(negative, "run")["value"] == 0.0
+    with pytest.raises(InputError, match="no point with both"):
+        first_fork_figure(RECORDS[-1:], "run")
+
+
+def test_load_reads_a_run_folder_or_its_file(tmp_path) -> None:
+    (tmp_path / "replay_lengths.json").write_text(json.dumps({"env": {"device_name": "GPU"}, "records": RECORDS}))
+    for where in (tmp_path, tmp_path / "replay_lengths.json"):
+        records, env = load_replay_lengths(where)
+        assert len(records) == len(RECORDS) and env["device_name"] == "GPU"
+    with pytest.raises(InputError, match=r"no replay_lengths\.json"):
+        load_replay_lengths(tmp_path / "missing")
