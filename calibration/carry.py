@@ -4,7 +4,8 @@ A datasheet profile (MI300X, B200) has vendor figures for its ceilings, SM/CU co
 how kernels share the device or on a graph's cross-stream edge. Rather than assume ideal sharing there, this
 copies from the calibrated profile, each with a source that says it was carried and not measured on that GPU:
 
-- ``host.graph_join_us``: the cost of a fork/join edge inside a replayed graph;
+- ``host.graph_join_us``: the cost of a fork/join edge inside a replayed graph, and ``host.graph_first_fork_us``:
+  what a multi-stream replay loses once, at its first fork;
 - ``host.node_gap_us`` and ``host.kernel_gap_us``: the device's gap between dependent kernels inside a replayed
   graph and between eagerly launched ones with the host ahead (the command front-end's, not the host CPU's: the
   host API costs stay the datasheet profile's typical figures);
@@ -33,6 +34,9 @@ With ``--graph-corun``, a graph co-run run measured on the target GPU (``calibra
 it its own ``host.graph_join_us`` (``calibration.fit.graph_join_figure``, the source profile's held-out presets left
 out as there), in place of the carried one.
 
+With ``--replay-lengths``, a replay-length run measured on the target GPU (``kernels_real.replay_length_probe``)
+gives it its own ``host.graph_first_fork_us`` (``calibration.fit_replay``), in place of the carried one.
+
 With ``--score-runs``, runs measured on the target GPU (each run's ``env.json`` names it) score the carried
 profile's multi_stream choices (``fit.decisions``, as ``moesim calibrate`` records them; ``moesim thresholds``
 prints the verdict). Nothing is fitted to them.
@@ -55,6 +59,7 @@ from typing import Any
 from calibration.fit import decisions_report, graph_corun_records, graph_join_figure
 from calibration.fit_geometry import launch_geometries
 from calibration.fit_geometry import sources_in as geometry_sources
+from calibration.fit_replay import first_fork_figure, load_replay_lengths, replay_length_file
 from simulator.errors import InputError
 from simulator.outputs import write_text_atomic
 from simulator.profile import Profile, load_profile, parse_profile
@@ -62,6 +67,7 @@ from simulator.validation import recorded_holdout
 
 CARRIED_FAMILIES = ("gemm", "gemm_fp32", "grouped_gemm")
 DEVICE_GAPS = ("node_gap_us", "kernel_gap_us")
+GRAPH_EDGES = ("graph_join_us", "graph_first_fork_us")
 
 
 def carried(target: dict[str, Any], source: Profile, source_datasheet: Profile | None = None) -> dict[str, Any]:
@@ -75,11 +81,12 @@ def carried(target: dict[str, Any], source: Profile, source_datasheet: Profile |
     where = f"{source.name} ({source.hardware.gpu}, {source.date})"
     doc = json.loads(json.dumps(target))
     gpu = parse_profile(doc, target.get("name", "<profile>")).hardware.gpu
-    join = source.host.graph_join_us
-    if join is not None:
-        doc["host"]["graph_join_us"] = {
-            "value": join.value,
-            "source": f"NOT measured on {gpu} and no public figure: carried from {where}: {join.source}"}
+    for key in GRAPH_EDGES:
+        figure = getattr(source.host, key)
+        if figure is not None:
+            doc["host"][key] = {
+                "value": figure.value,
+                "source": f"NOT measured on {gpu} and no public figure: carried from {where}: {figure.source}"}
     for gap in DEVICE_GAPS:
         figure = getattr(source.host, gap)
         doc["host"][gap] = {
@@ -210,6 +217,17 @@ def with_graph_join(doc: dict[str, Any], run: Path, source: Profile) -> None:
     doc["host"]["graph_join_us"] = graph_join_figure(*graph_corun_records(path, recorded_holdout(source)[0]))
 
 
+def with_first_fork(doc: dict[str, Any], run: Path) -> None:
+    """``host.graph_first_fork_us`` measured on the target GPU by the replay-length run ``run`` (its environment
+    record names that GPU, else InputError)."""
+    records, env = load_replay_lengths(run)
+    gpu = parse_profile(doc, str(doc.get("name"))).hardware.gpu
+    if env.get("device_name") != gpu:
+        raise InputError(f"--replay-lengths {run}: measured on {env.get('device_name') or 'an unnamed GPU'}, "
+                         f"not on {gpu}")
+    doc["host"]["graph_first_fork_us"] = first_fork_figure(records, str(replay_length_file(run)))
+
+
 def _without_carried(source: str) -> str:
     """A family's source with an earlier run's carried note removed (carrying twice says it once)."""
     return source.split("; resident=")[0]
@@ -232,6 +250,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graph-corun", type=Path, default=None,
                     help="a graph co-run run measured on the target GPU (a single --to; its graph_corun.json.gz or "
                          "folder): the fork/join cost inside a replayed graph measured there, not carried")
+    ap.add_argument("--replay-lengths", type=Path, default=None,
+                    help="a replay-length run measured on the target GPU (a single --to; python -m "
+                         "kernels_real.replay_length_probe): what a multi-stream replay loses at its first fork, "
+                         "measured there, not carried")
     ap.add_argument("--source-datasheet", default=None,
                     help="the source GPU's datasheet profile, whose ceilings scale the families' rates "
                          "(default: FROM-datasheet)")
@@ -253,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
             if len(outputs) != 1:
                 raise InputError("--graph-corun: name one --to profile (the run is of one GPU)")
             with_graph_join(outputs[0][1], args.graph_corun, source)
+        if args.replay_lengths is not None:
+            if len(outputs) != 1:
+                raise InputError("--replay-lengths: name one --to profile (the run is of one GPU)")
+            with_first_fork(outputs[0][1], args.replay_lengths)
         if args.score_runs:
             if len(outputs) != 1:
                 raise InputError("--score-runs: name one --to profile (the runs are of one GPU)")

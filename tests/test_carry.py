@@ -173,3 +173,35 @@ def test_fork_join_cost_measured_on_the_target_gpu_replaces_the_carried_one(tmp_
     assert len(err) == 1 and f"measured on NVIDIA H200, not on {gpu}" in err[0]
     assert main(["--to", str(path), "--graph-corun", str(tmp_path / "nothing")]) == 2
     assert "no graph_corun.json.gz there" in capsys.readouterr().err
+
+
+def _replay_lengths(folder: Path, gpu: str) -> Path:
+    """Two points: multi_stream's per-replay intercept exceeds sequential's by 5 and 7 µs."""
+    folder.mkdir(parents=True)
+    recs = [{"preset": "deepseek_v3@tp8", "tokens": t, "strategy": s, "intercept_us": i, "per_layer_us": 90.0}
+            for t, s, i in ((1, "sequential", 3.0), (1, "multi_stream", 8.0),
+                            (2, "sequential", 2.0), (2, "multi_stream", 9.0))]
+    (folder / "replay_lengths.json").write_text(json.dumps({"env": {"device_name": gpu}, "records": recs}))
+    return folder
+
+
+def test_first_fork_cost_is_carried_labelled_or_measured_on_the_target_gpu(tmp_path, capsys):
+    """Carried: the source's figure, labelled not measured. --replay-lengths: the median intercept excess of a run
+    of the target GPU (median of 5 and 7 = 6 µs), labelled measured; another GPU's run is refused in one line."""
+    doc = _doc("h200")
+    doc["host"]["graph_first_fork_us"] = {"value": 4.0, "source": "measured (a run)"}
+    source = parse_profile(doc)
+    carried_doc = carried(_doc("b200"), source)
+    figure = parse_profile(carried_doc).host.graph_first_fork_us
+    assert figure.value == 4.0 and figure.source.startswith("NOT measured on")
+    path = tmp_path / "h100.json"
+    shutil.copy(PROFILES / "h100.json", path)
+    gpu = load_profile(path).hardware.gpu
+    assert main(["--to", str(path), "--replay-lengths", str(_replay_lengths(tmp_path / "h100run", gpu))]) == 0
+    measured = load_profile(path).host.graph_first_fork_us
+    assert measured.value == pytest.approx(6.0) and measured.source.startswith("measured (")
+    before = path.read_text()
+    assert main(["--to", str(path), "--replay-lengths", str(_replay_lengths(tmp_path / "h200run", "NVIDIA H200"))]) == 2
+    assert path.read_text() == before
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"measured on NVIDIA H200, not on {gpu}" in err[0]
