@@ -47,6 +47,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "--modes eager --interleave-eager --host-costs): eager host costs per torch op measured there "
                         "(calibration split) instead of the microbench figures times a scale fitted to eager layer "
                         "times; its eager cases are the ones moesim validate checks")
+    p.add_argument("--replay-lengths", metavar="RUN", type=Path,
+                   help="a replay-length run of this GPU (python -m kernels_real.replay_length_probe): what a "
+                        "multi-stream graph replay loses once, at its first fork (host.graph_first_fork_us)")
     p.add_argument("--raw", metavar="DIR", type=Path,
                    help="where the microbenchmarks write when measuring (default calibration/measurements/NAME/DATE)")
     p.add_argument("--name", help="profile name (default: the --out file's stem)")
@@ -90,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--eager-host {args.eager_host}: no cases.json there")
     if args.solo_rerun is not None and not args.solo_rerun.is_file():
         raise InputError(f"--solo-rerun {args.solo_rerun}: no such file")
+    if args.replay_lengths is not None:
+        from calibration.fit_replay import replay_length_file
+
+        replay_length_file(args.replay_lengths)  # one line where the run is missing, before any fitting
     check_outputs({"--out": out}, folder.rglob("*.json") if folder is not None else ())
     name = args.name or out.stem
     presets = DEFAULT_HOLDOUT_PRESETS if args.holdout_presets is None else tuple(args.holdout_presets)
@@ -101,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
         _measure(folder, args.quick, args.budget_s)
     profile = fit_profile(folder, name, presets, tokens,
                           progress=lambda msg: print(f"calibrate: {msg}", file=sys.stderr, flush=True),
-                          decode=args.decode, solo_rerun=args.solo_rerun, eager_host=args.eager_host)
+                          decode=args.decode, solo_rerun=args.solo_rerun, eager_host=args.eager_host,
+                          replay_lengths=args.replay_lengths)
     text = profile.model_dump_json(indent=2, exclude_none=True) + "\n"
     write_text_atomic(out, text)
     if args.json:

@@ -36,6 +36,7 @@ from calibration.fit_host import fit_host_costs, fit_idle_launch
 from calibration.fit_kernels import MERGE_X, elems_per_block_from_grids, fit_family, solo_points, solo_tables
 from calibration.fit_latency import LATENCY_OPS, ROUTER_RUNS, issue_warps, issue_warps_by_kernel, memory_latency
 from calibration.fit_latency_in_situ import memory_latency as memory_latency_in_situ
+from calibration.fit_replay import first_fork_figure, load_replay_lengths, replay_length_file
 from calibration.fit_sharing import fit_sharing, pairs_from_corun
 from calibration.fit_traces import op_points
 from calibration.fit_whatif import decode_sets, whatif_decisions_report
@@ -277,7 +278,7 @@ def read_microbench(path: Path) -> dict[str, Any]:
 def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = DEFAULT_HOLDOUT_PRESETS,
                 holdout_tokens: Sequence[int] = DEFAULT_HOLDOUT_TOKENS, progress: Progress | None = None,
                 decode: str | Path | None = None, solo_rerun: str | Path | None = None,
-                eager_host: str | Path | None = None) -> Profile:
+                eager_host: str | Path | None = None, replay_lengths: str | Path | None = None) -> Profile:
     """Fit a calibrated profile from a measurements folder holding ``microbench.json`` (and optionally
     kernels_real's ``cases.json``, ``env.json``). ``decode``: a folder of decode-regime measurements
     (``graph_corun/``, bench runs of the rank variants): the graph fork/join cost and the sharing model are
@@ -287,7 +288,9 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
     other half, left out). ``eager_host``: a bench run with profiler-free host timings of its eager cases
     (``kernels_real.bench --host-costs``): the eager host costs per torch op are then taken from its calibration
     split (``calibration.fit_host``) instead of the microbench figures times a scale fitted to eager layer times,
-    and its eager cases are the ones validated (``fit.layer.eager_cases``)."""
+    and its eager cases are the ones validated (``fit.layer.eager_cases``). ``replay_lengths``: a
+    ``kernels_real.replay_length_probe`` run of this GPU: what a multi-stream replay loses once, at its first fork
+    (``host.graph_first_fork_us``, ``calibration.fit_replay``), set before the decode-regime fits."""
     say = progress or (lambda _msg: None)
     root = resolve(folder)
     mb_path = find_file(root, "microbench.json", "microbench")
@@ -400,9 +403,26 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
             fig["source"] += f"; × {host_scale:.3f} layer-level host scale"
         doc["measurements"] = files
         profile = Profile.model_validate(doc)
+    if replay_lengths is not None:
+        profile = with_first_fork(profile, resolve(replay_lengths), say)
     if decode is not None:
         profile = fit_decode(profile, resolve(decode), say, holdout_presets)
     return profile
+
+
+def with_first_fork(profile: Profile, run: Path, say: Progress) -> Profile:
+    """``profile`` with ``host.graph_first_fork_us`` measured by the replay-length run ``run`` on its GPU (the run's
+    environment record names it, else InputError)."""
+    records, env = load_replay_lengths(run)
+    if env.get("device_name") != profile.hardware.gpu:
+        raise InputError(f"--replay-lengths {run}: measured on {env.get('device_name') or 'an unnamed GPU'}, not on "
+                         f"{profile.hardware.gpu}")
+    say(f"the first fork of a multi-stream replay from {len(records)} replay-length records")
+    doc = json.loads(profile.model_dump_json())
+    path = replay_length_file(run)
+    doc["host"]["graph_first_fork_us"] = first_fork_figure(records, _rel(path))
+    doc["measurements"] = [*doc["measurements"], _rel(path)]
+    return Profile.model_validate(doc)
 
 
 def with_host_costs(profile: Profile, run: Path, holdout_presets: Sequence[str], holdout_tokens: Sequence[int],

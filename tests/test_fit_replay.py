@@ -42,3 +42,21 @@ def test_load_reads_a_run_folder_or_its_file(tmp_path) -> None:
         assert len(records) == len(RECORDS) and env["device_name"] == "GPU"
     with pytest.raises(InputError, match=r"no replay_lengths\.json"):
         load_replay_lengths(tmp_path / "missing")
+
+
+def test_calibrate_takes_the_figure_only_from_a_run_of_its_own_gpu(tmp_path) -> None:
+    from calibration.fit import with_first_fork
+    from simulator.profile import load_profile
+
+    profile = load_profile("h200")
+    run = tmp_path / "run"
+    run.mkdir()
+    for gpu, ok in ((profile.hardware.gpu, True), ("NVIDIA H100 80GB HBM3", False)):
+        (run / "replay_lengths.json").write_text(json.dumps({"env": {"device_name": gpu}, "records": RECORDS}))
+        if ok:
+            fitted = with_first_fork(profile, run, lambda _msg: None)
+            assert fitted.host.graph_first_fork_us.value == 6.0
+            assert fitted.measurements[-1].endswith("replay_lengths.json")
+        else:
+            with pytest.raises(InputError, match="not on NVIDIA H200"):
+                with_first_fork(profile, run, lambda _msg: None)
