@@ -1,10 +1,12 @@
 """Run one scenario: per strategy the MoE-layer time, the decode-step time (TPOT) and the gain.
 
 Step time = graph launch (the profile's ``replay_us``) + head (final norm, lm_head)
-+ layers × attention block + dense layers × dense MLP + MoE layers × MoE block,
-with each block simulated once by the engine (see ``simulator.workloads.decode_step``). Block simulations
-are memoised on a hashable key (dims, tokens, strategy, micro-batches, parallelism, platform), per
-process: sweeps reuse them and parallel workers compute the same numbers as a serial run.
++ layers × attention block + dense layers × dense MLP + MoE layers × MoE block
+(+ once, for a strategy whose MoE block forks across streams, the replay's first fork: the profile's
+``graph_first_fork_us``), with each block simulated once by the engine (see
+``simulator.workloads.decode_step``). Block simulations are memoised on a hashable key (dims, tokens, strategy,
+micro-batches, parallelism, platform), per process: sweeps reuse them and parallel workers compute the same numbers
+as a serial run.
 """
 
 from __future__ import annotations
@@ -116,6 +118,17 @@ def moe_block_us(case: StepCase, strategy: str, micro_batches: int) -> float:
     return block_time(moe_program(case, strategy, micro_batches), case.platform.resolve()[0])[0]
 
 
+@lru_cache(maxsize=4096)
+def first_fork_us(case: StepCase, strategy: str, micro_batches: int) -> float:
+    """What the step's graph replay loses once at its first fork (the profile's ``graph_first_fork_us``) if this
+    strategy's MoE block runs kernels on more than one stream, else 0."""
+    figure = case.platform.resolve()[0].host.graph_first_fork_us
+    if figure is None:
+        return 0.0
+    streams = {launch.stream for launch in moe_program(case, strategy, micro_batches).kernels()}
+    return figure.value if len(streams) > 1 else 0.0
+
+
 @lru_cache(maxsize=1024)
 def attention_block_us(case: StepCase) -> float:
     profile, link = case.platform.resolve()
@@ -220,13 +233,14 @@ def evaluate(scenario: Scenario, source: str = "<scenario>") -> Evaluation:
     dims = case.dims
     dense_layers = dims.layers - dims.moe_layers
     fixed = profile.host.replay_us.value + head + dims.layers * attn + dense_layers * dense
+    first_fork = profile.host.graph_first_fork_us
     parts = {"graph_launch": profile.host.replay_us.value, "head": head, "attention_block": attn,
-             "dense_mlp_block": dense}
+             "dense_mlp_block": dense, "first_fork": first_fork.value if first_fork is not None else 0.0}
 
-    def step(moe_us: float) -> float:
-        return fixed + dims.moe_layers * moe_us
+    def step(moe_us: float, first_fork: float) -> float:
+        return fixed + dims.moe_layers * moe_us + first_fork
 
-    baseline = step(moe_block_us(case, BASELINE, 1))
+    baseline = step(moe_block_us(case, BASELINE, 1), first_fork_us(case, BASELINE, 1))
     results = []
     for dbo in scenario.strategies.dbo:
         micro = 2 if dbo else 1
@@ -240,7 +254,7 @@ def evaluate(scenario: Scenario, source: str = "<scenario>") -> Evaluation:
                                                                    "two micro-batches", None, None))
                 continue
             moe = moe_block_us(case, ran, micro)
-            total = step(moe)
+            total = step(moe, first_fork_us(case, ran, micro))
             results.append(StrategyResult(strategy, dbo, ran, note, moe, total, (baseline - total) / baseline))
     return Evaluation(scenario.label(source), profile, case, parts, results)
 

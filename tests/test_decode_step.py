@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -188,6 +189,19 @@ def test_step_composes_the_blocks() -> None:
     assert seq.gain_vs_sequential == 0.0
     ms = ev.result("multi_stream")
     assert ms.gain_vs_sequential == pytest.approx((seq.step_us - ms.step_us) / seq.step_us)
+
+
+def test_the_step_pays_the_first_fork_once_and_only_where_the_block_forks(tmp_path) -> None:
+    """A profile whose multi-stream replay loses 7 µs at its first fork: multi_stream's step = the blocks' sum
+    (each block of the step graph costed without it) + 7 µs once; sequential (one stream) pays nothing."""
+    doc = json.loads(PROFILE.model_dump_json())
+    doc["host"]["graph_first_fork_us"] = {"value": 7.0, "source": "test"}
+    path = tmp_path / "forky.json"
+    path.write_text(json.dumps(doc))
+    plain, forky = evaluate(_scenario(concurrency=16)), evaluate(_scenario(concurrency=16, profile=str(path)))
+    assert forky.result("sequential").step_us == pytest.approx(plain.result("sequential").step_us)
+    assert forky.result("multi_stream").moe_layer_us == pytest.approx(plain.result("multi_stream").moe_layer_us)
+    assert forky.result("multi_stream").step_us == pytest.approx(plain.result("multi_stream").step_us + 7.0)
 
 
 def test_results_are_deterministic_across_cache_clears() -> None:

@@ -99,7 +99,8 @@ def print_table(evaluation: Evaluation, overridden: str = "") -> None:
     print(f"profile: {evaluation.profile.describe()}")
     print(f"link (collectives): {evaluation.case.platform.describe_link()}")
     print(f"per layer: attention block {parts['attention_block']:.1f} µs, dense MLP {parts['dense_mlp_block']:.1f} "
-          f"µs; per step: head {parts['head']:.1f} µs, graph launch {parts['graph_launch']:.1f} µs")
+          f"µs; per step: head {parts['head']:.1f} µs, graph launch {parts['graph_launch']:.1f} µs"
+          + (f", a multi-stream step's first fork {parts['first_fork']:.1f} µs" if parts["first_fork"] else ""))
     if evaluation.profile.provenance == "calibrated":
         print("  (MoE block: costed as the layer in calibration/VALIDATION.md, measured tables and per-op families "
               "of the profile; attention, dense MLP and head: its fitted gemm / elementwise families, no measured "

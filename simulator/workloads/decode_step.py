@@ -85,8 +85,11 @@ def _all_reduce(builder: ProgramBuilder, link: LinkFigures, ranks: int, nbytes: 
 
 
 def graph_program(name: str, profile: Profile, emit: Callable[[ProgramBuilder], object]) -> Program:
-    """Capture what ``emit`` issues into one graph and replay it once (profile host costs)."""
-    builder = ProgramBuilder(name=name, host=profile.host_costs("eager"), cost=CostModel(profile))
+    """Capture what ``emit`` issues into one graph and replay it once (profile host costs), as one block of a
+    decode step's graph: its forks are not the step replay's first, so they cost no first-fork gap (the step
+    pays that once: ``simulator.evaluate``)."""
+    host = profile.host_costs("eager").model_copy(update={"first_fork_gap_us": 0.0})
+    builder = ProgramBuilder(name=name, host=host, cost=CostModel(profile))
     with builder.capture("block"):
         emit(builder)
     builder.replay("block")
