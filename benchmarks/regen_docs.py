@@ -443,6 +443,12 @@ def _fork_order() -> str:
     return fork_order.markdown(list(fork_order.DEFAULT_RUNS)) + "\n"
 
 
+def _first_layer() -> str:
+    import replay_first_layer  # benchmarks/replay_first_layer.py
+
+    return replay_first_layer.markdown(list(replay_first_layer.DEFAULT_RUNS), []) + "\n"
+
+
 def _light_beside_gemm() -> str:
     import light_beside_gemm  # benchmarks/light_beside_gemm.py
 
@@ -650,6 +656,7 @@ BLOCKS: dict[str, Block] = {
     "decode-shape-geometry": Block(VALIDATION, "python benchmarks/shape_geometry.py", _shape_geometry),
     "decode-recorded-geometry": Block(VALIDATION, "python benchmarks/recorded_geometry.py", _recorded_geometry),
     "decode-fork-order": Block(VALIDATION, "python benchmarks/fork_order.py", _fork_order),
+    "decode-first-layer": Block(VALIDATION, "python benchmarks/replay_first_layer.py", _first_layer),
     "decode-light-beside-gemm": Block(VALIDATION, "python benchmarks/light_beside_gemm.py", _light_beside_gemm),
     "transfer-h100-fork-join": Block(VALIDATION, "python benchmarks/h100_fork_join.py", _h100_fork_join),
     "grouped-context-h100": Block(
