@@ -73,6 +73,28 @@ def places(run: Path) -> dict[tuple[int, int], dict[str, list[float]]]:
     return out
 
 
+def first_layer_excess(run: Path) -> list[float]:
+    """Per point with 3 or more layers a replay: how much longer the first layer of a replay runs than the later
+    ones in the multi_stream traces, less the same in the sequential traces (µs; GPU spans, medians)."""
+    records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
+               if r["mode"] == "graph"}
+    timed = {(c["preset"], c["tokens"], c["strategy"]): c for c in load_cases(run, eager_rerun=False)
+             if c.get("mode") == "graph"}
+    out = []
+    for (preset, tokens, strategy), record in sorted(records.items()):
+        seq_record = records.get((preset, tokens, "sequential"))
+        per = int(timed.get((preset, tokens, strategy), {}).get("layers_per_replay") or 0)
+        if strategy != "multi_stream" or seq_record is None or per < 3:
+            continue
+
+        def excess(layers: list[list[lo.Kernel]], per: int = per) -> float:
+            first = statistics.median(_span(x) for i, x in enumerate(layers) if i % per == 0)
+            return first - statistics.median(_span(x) for i, x in enumerate(layers) if i % per > 0)
+
+        out.append(excess(lo.layers_of(record, 1)[per:]) - excess(lo.layers_of(seq_record, 1)[per:]))
+    return out
+
+
 def trace_table(runs: list[Path]) -> list[str]:
     lines = ["| run | place in the replay | layers | multi_stream gain over sequential, median | router's wait after "
              "the cast, median (µs) | gap before the joining add, median (µs) |",
@@ -82,6 +104,14 @@ def trace_table(runs: list[Path]) -> list[str]:
             lines.append(f"| {run.name} ({run.parent.parent.name}) | {place + 1} of {per} | {len(cell['gain'])} | "
                          f"{statistics.median(cell['gain']):+.1f} % | {statistics.median(cell['router_wait']):.2f} | "
                          f"{statistics.median(cell['join']):.2f} |")
+    lines += ["", "| run | points | first layer's excess over the later ones, multi_stream less sequential: median "
+              "(p10 / p90), µs |", "| --- | ---: | --- |"]
+    for run in runs:
+        excess = sorted(first_layer_excess(run))
+        if excess:
+            lines.append(f"| {run.name} ({run.parent.parent.name}) | {len(excess)} | "
+                         f"{statistics.median(excess):+.1f} ({excess[len(excess) // 10]:+.1f} / "
+                         f"{excess[(9 * len(excess)) // 10]:+.1f}) |")
     return lines
 
 
@@ -108,7 +138,7 @@ def probe_table(runs: list[Path]) -> list[str]:
                          f"{100 * shortest:+.1f} % | {100 * (1 - ms['per_layer_us'] / seq['per_layer_us']):+.1f} % |")
         figure = first_fork_figure(records, run.name)
         figures.append(f"{run.name} ({gpu}): {figure['value']:.2f} µs — {figure['source']}.")
-    return lines + [""] + figures
+    return [*lines, "", *figures]
 
 
 def markdown(runs: list[Path], probes: list[Path]) -> str:
