@@ -404,15 +404,15 @@ def fit_profile(folder: str | Path, name: str, holdout_presets: Sequence[str] = 
         doc["measurements"] = files
         profile = Profile.model_validate(doc)
     if replay_lengths is not None:
-        profile = with_first_fork(profile, resolve(replay_lengths), say)
+        profile = with_first_fork(profile, resolve(replay_lengths), say, holdout_presets)
     if decode is not None:
         profile = fit_decode(profile, resolve(decode), say, holdout_presets)
     return profile
 
 
-def with_first_fork(profile: Profile, run: Path, say: Progress) -> Profile:
+def with_first_fork(profile: Profile, run: Path, say: Progress, holdout_presets: Sequence[str] = ()) -> Profile:
     """``profile`` with ``host.graph_first_fork_us`` measured by the replay-length run ``run`` on its GPU (the run's
-    environment record names it, else InputError)."""
+    environment record names it, else InputError), ``holdout_presets``' points left out."""
     records, env = load_replay_lengths(run)
     if env.get("device_name") != profile.hardware.gpu:
         raise InputError(f"--replay-lengths {run}: measured on {env.get('device_name') or 'an unnamed GPU'}, not on "
@@ -420,7 +420,7 @@ def with_first_fork(profile: Profile, run: Path, say: Progress) -> Profile:
     say(f"the first fork of a multi-stream replay from {len(records)} replay-length records")
     doc = json.loads(profile.model_dump_json())
     path = replay_length_file(run)
-    doc["host"]["graph_first_fork_us"] = first_fork_figure(records, _rel(path))
+    doc["host"]["graph_first_fork_us"] = first_fork_figure(records, _rel(path), holdout_presets)
     doc["measurements"] = [*doc["measurements"], _rel(path)]
     return Profile.model_validate(doc)
 

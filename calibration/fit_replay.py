@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from simulator.errors import InputError
+from simulator.workloads.presets import split_rank_name
 
 FILE = "replay_lengths.json"
 
@@ -48,10 +50,14 @@ def first_fork_excess(records: list[dict[str, Any]]) -> dict[tuple[str, int], fl
             if {"sequential", "multi_stream"} <= pair.keys()}
 
 
-def first_fork_figure(records: list[dict[str, Any]], where: str) -> dict[str, Any]:
+def first_fork_figure(records: list[dict[str, Any]], where: str, holdout_presets: Sequence[str] = ()) -> dict[str, Any]:
     """``host.graph_first_fork_us`` with its source: the median over the points of the intercept excess (a
-    negative median, no excess measured, gives 0)."""
-    excess = sorted(first_fork_excess(records).values())
+    negative median, no excess measured, gives 0); the points of ``holdout_presets`` and their rank variants left
+    out."""
+    kept = [r for r in records if split_rank_name(str(r["preset"]))[0] not in holdout_presets]
+    if holdout_presets:
+        where = f"{where}, presets held out: {sorted(holdout_presets)}"
+    excess = sorted(first_fork_excess(kept).values())
     if not excess:
         raise InputError(f"{where}: no point with both sequential and multi_stream replay lengths")
     median = statistics.median(excess)

@@ -29,6 +29,9 @@ def test_figure_is_the_median_excess_with_its_spread_in_the_source() -> None:
     figure = first_fork_figure(RECORDS, "run")
     assert figure["value"] == 6.0
     assert "median over 3 points" in figure["source"] and "p10 4.40, p90 6.80" in figure["source"]
+    rank = [_record("a@tp2", 1, "sequential", 0.0), _record("a@tp2", 1, "multi_stream", 90.0)]
+    held = first_fork_figure([*RECORDS, *rank], "run", ("a",))
+    assert held["value"] == 7.0 and "presets held out: ['a']" in held["source"]  # b's point alone
     negative = [_record("a", 1, "sequential", 5.0), _record("a", 1, "multi_stream", 4.0)]
     assert first_fork_figure(negative, "run")["value"] == 0.0
     with pytest.raises(InputError, match="no point with both"):
