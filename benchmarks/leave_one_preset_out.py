@@ -39,6 +39,12 @@ def eager_host() -> str | None:
     return (load_profile("h200").fit.get("layer") or {}).get("eager_cases")
 
 
+def replay_lengths() -> str | None:
+    """The replay-length run the shipped profile's first-fork figure comes from (``moesim calibrate
+    --replay-lengths``), or None: each refit takes it too, without the held-out preset's points."""
+    return next((m for m in load_profile("h200").measurements if m.endswith("replay_lengths.json")), None)
+
+
 def reproducible_signs(gains: list[dict[str, Any]], reference: dict[tuple[str, int], float]) -> dict[str, int]:
     """Graph multi_stream gain signs counted where |measured gain| exceeds the graph threshold and the
     ``reference`` start measured the same sign beyond it too: how many, and how many the model got right."""
@@ -54,7 +60,7 @@ def held_out(preset: str, cases: list[dict[str, Any]], decode: bool, host: str |
     """The preset's validation figures under a profile fitted without it (``decode``: as ``moesim calibrate
     --decode``, the held-out preset's graph co-runs left out too; ``host``: :func:`eager_host`)."""
     profile = fit_profile(FOLDER, f"h200-without-{preset}", holdout_presets=[preset], holdout_tokens=[],
-                          decode=DECODE if decode else None, eager_host=host)
+                          decode=DECODE if decode else None, eager_host=host, replay_lengths=replay_lengths())
     mine = [c for c in cases if split_rank_name(str(c["preset"]))[0] == preset]  # the preset and its rank variants
     report = evaluate(profile, mine, holdout_presets=sorted({str(c["preset"]) for c in mine}))
     out: dict[str, Any] = {"preset": preset}
