@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from calibration.fit import decisions_report, graph_corun_records, graph_join_figure
+from calibration.fit import with_first_fork as fit_first_fork
 from calibration.fit_geometry import launch_geometries
 from calibration.fit_geometry import sources_in as geometry_sources
-from calibration.fit_replay import first_fork_figure, load_replay_lengths, replay_length_file
 from simulator.errors import InputError
 from simulator.outputs import write_text_atomic
 from simulator.profile import Profile, load_profile, parse_profile
@@ -217,15 +217,14 @@ def with_graph_join(doc: dict[str, Any], run: Path, source: Profile) -> None:
     doc["host"]["graph_join_us"] = graph_join_figure(*graph_corun_records(path, recorded_holdout(source)[0]))
 
 
-def with_first_fork(doc: dict[str, Any], run: Path) -> None:
-    """``host.graph_first_fork_us`` measured on the target GPU by the replay-length run ``run`` (its environment
-    record names that GPU, else InputError)."""
-    records, env = load_replay_lengths(run)
-    gpu = parse_profile(doc, str(doc.get("name"))).hardware.gpu
-    if env.get("device_name") != gpu:
-        raise InputError(f"--replay-lengths {run}: measured on {env.get('device_name') or 'an unnamed GPU'}, "
-                         f"not on {gpu}")
-    doc["host"]["graph_first_fork_us"] = first_fork_figure(records, str(replay_length_file(run)))
+def with_first_fork(doc: dict[str, Any], run: Path, source: Profile) -> None:
+    """``host.graph_first_fork_us`` measured on the target GPU by the replay-length run ``run``
+    (``calibration.fit.with_first_fork``: its environment record names that GPU, else InputError), with
+    ``source``'s held-out presets left out as its own fit leaves them; the run joins the measurements."""
+    profile = fit_first_fork(parse_profile(doc, str(doc.get("name"))), run, lambda _msg: None,
+                             recorded_holdout(source)[0])
+    doc["host"]["graph_first_fork_us"] = profile.host.graph_first_fork_us.model_dump()
+    doc["measurements"] = profile.measurements
 
 
 def _without_carried(source: str) -> str:
@@ -278,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.replay_lengths is not None:
             if len(outputs) != 1:
                 raise InputError("--replay-lengths: name one --to profile (the run is of one GPU)")
-            with_first_fork(outputs[0][1], args.replay_lengths)
+            with_first_fork(outputs[0][1], args.replay_lengths, source)
         if args.score_runs:
             if len(outputs) != 1:
                 raise InputError("--score-runs: name one --to profile (the runs are of one GPU)")
