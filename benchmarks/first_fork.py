@@ -8,6 +8,7 @@ the mean of predicted − measured gain (bias, points), the 1–4-token points w
 the choices beside always multi_stream's (margin 0.5 %). Nothing is fitted to the runs. Not run on AMD hardware.
 
     PYTHONPATH=. python benchmarks/first_fork.py [--h200-replay-lengths RUN] [--h100-replay-lengths RUN]
+    PYTHONPATH=. python benchmarks/first_fork.py --trial-us 4 8     # a sensitivity check, not a measurement
 """
 
 from __future__ import annotations
@@ -46,21 +47,36 @@ def with_figure(name: str, replay_lengths: Path | None) -> Profile:
     if replay_lengths is not None:
         profile = with_first_fork(profile, replay_lengths, lambda _msg: None)
     if profile.host.graph_first_fork_us is None:
-        raise InputError(f"profile {name}: no graph_first_fork_us (give a replay-length run of its GPU)")
+        raise InputError(f"profile {name}: no graph_first_fork_us (give a replay-length run of its GPU, or "
+                         "--trial-us)")
     return profile
 
 
-def markdown(measured: dict[str, Path | None]) -> str:
+def with_trial(profile: Profile, value: float) -> Profile:
+    """``profile`` with a first-fork figure that was not measured (a sensitivity check), labelled so."""
+    doc = profile.model_dump()
+    doc["host"]["graph_first_fork_us"] = {"value": value, "source": "a trial figure, NOT measured"}
+    return Profile.model_validate(doc)
+
+
+def markdown(measured: dict[str, Path | None], trials: list[float]) -> str:
+    """Per GPU and run, the profile without the figure, then with the measured one (or each trial figure)."""
     lines = ["| run | first fork | points | bias (points) | 1–4 tokens within ±1.5 | model regret mean / worst | "
              "always mean / worst |", "| --- | --- | ---: | ---: | ---: | --- | --- |"]
     sources = []
     for name, runs in RUNS.items():
-        profile = with_figure(name, measured.get(name))
-        figure = profile.host.graph_first_fork_us
-        sources.append(f"{profile.describe()}: {figure.value:.2f} µs — {figure.source}.")
+        if trials:
+            base = load_profile(name)
+            variants = [(f"trial {v:.2f} µs", with_trial(base, v)) for v in trials]
+            sources.append(f"{base.describe()}: trial figures {', '.join(f'{v:g}' for v in trials)} µs, NOT measured.")
+        else:
+            base = with_figure(name, measured.get(name))
+            figure = base.host.graph_first_fork_us
+            variants = [(f"{figure.value:.2f} µs", base)]
+            sources.append(f"{base.describe()}: {figure.value:.2f} µs — {figure.source}.")
         for run in runs:
-            lines.append(row("none", without_first_fork(profile), run))
-            lines.append(row(f"{figure.value:.2f} µs", profile, run))
+            lines.append(row("none", without_first_fork(base), run))
+            lines += [row(label, profile, run) for label, profile in variants]
     return "\n".join([*sources, "Not run on AMD hardware.", "", *lines])
 
 
@@ -70,8 +86,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="a replay-length run of the H200 (default: the h200 profile's own figure)")
     p.add_argument("--h100-replay-lengths", type=Path, default=None,
                    help="a replay-length run of the H100 (default: the h100 profile's own figure)")
+    p.add_argument("--trial-us", nargs="+", type=float, default=[],
+                   help="score these first-fork figures instead of a measured one: a sensitivity check, NOT a "
+                        "measurement (each labelled so)")
     args = p.parse_args(argv)
-    return print_or_fail(lambda: markdown({"h200": args.h200_replay_lengths, "h100": args.h100_replay_lengths}))
+    if any(v < 0 for v in args.trial_us):
+        print("error: --trial-us figures must be non-negative", file=sys.stderr)
+        return 2
+    return print_or_fail(lambda: markdown({"h200": args.h200_replay_lengths, "h100": args.h100_replay_lengths},
+                                          args.trial_us))
 
 
 if __name__ == "__main__":

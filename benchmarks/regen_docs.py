@@ -449,12 +449,19 @@ def _first_layer() -> str:
     return replay_first_layer.markdown(list(replay_first_layer.DEFAULT_RUNS), []) + "\n"
 
 
+def _first_fork_trial() -> str:
+    import first_fork  # benchmarks/first_fork.py
+
+    return first_fork.markdown({}, list(FIRST_FORK_TRIALS)) + "\n"
+
+
 def _light_beside_gemm() -> str:
     import light_beside_gemm  # benchmarks/light_beside_gemm.py
 
     return light_beside_gemm.markdown() + "\n"
 
 
+FIRST_FORK_TRIALS = (4.0, 8.0)  # µs: a sensitivity check of the first-fork rule until the figure is measured
 GROUPED_CONTEXT_H100 = {"probe": "calibration/measurements/h100/2026-12-07/grouped_context_probe",
                         "traces": "calibration/measurements/h100/2026-12-05/layer_traces_small",
                         "microbench": "calibration/measurements/h100/2026-12-07/microbench_grouped/microbench.json.gz",
@@ -657,6 +664,9 @@ BLOCKS: dict[str, Block] = {
     "decode-recorded-geometry": Block(VALIDATION, "python benchmarks/recorded_geometry.py", _recorded_geometry),
     "decode-fork-order": Block(VALIDATION, "python benchmarks/fork_order.py", _fork_order),
     "decode-first-layer": Block(VALIDATION, "python benchmarks/replay_first_layer.py", _first_layer),
+    "decode-first-fork-trial": Block(
+        VALIDATION, "python benchmarks/first_fork.py --trial-us " + " ".join(f"{v:g}" for v in FIRST_FORK_TRIALS),
+        _first_fork_trial),
     "decode-light-beside-gemm": Block(VALIDATION, "python benchmarks/light_beside_gemm.py", _light_beside_gemm),
     "transfer-h100-fork-join": Block(VALIDATION, "python benchmarks/h100_fork_join.py", _h100_fork_join),
     "grouped-context-h100": Block(
