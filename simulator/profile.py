@@ -90,8 +90,9 @@ class HostFigures(_Model):
     def costs(self, mode: Mode = "eager") -> HostCosts:
         """The engine's ``HostCosts``. ``eager``: every figure as measured. ``graph``: for a program whose
         launches all come out of one graph replay without capture ops around them (e.g. a replayed trace):
-        no per-op host cost and the node gap between kernels. Programs that capture and replay explicitly
-        should use ``eager`` costs: the engine already charges captured ops nothing."""
+        no per-op host cost and the node gap between kernels, and no first-fork gap (the engine charges that
+        only to explicit replays). Programs that capture and replay explicitly should use ``eager`` costs: the
+        engine already charges captured ops nothing."""
         if mode not in ("eager", "graph"):
             raise InputError(f"unknown launch mode {mode!r}; expected eager or graph")
         join = self.graph_join_us.value if self.graph_join_us is not None else 0.0
@@ -99,8 +100,7 @@ class HostFigures(_Model):
         if mode == "graph":
             return HostCosts(sync_us=self.sync_us.value, replay_us=self.replay_us.value,
                              node_gap_us=self.node_gap_us.value, kernel_gap_us=self.node_gap_us.value,
-                             join_gap_us=join, node_join_gap_us=join, first_fork_gap_us=first_fork,
-                             queue_depth=self.queue_depth)
+                             join_gap_us=join, node_join_gap_us=join, queue_depth=self.queue_depth)
         return HostCosts(
             launch_us=self.launch_us.value, record_us=self.record_us.value, wait_us=self.wait_us.value,
             set_stream_us=self.set_stream_us.value, sync_us=self.sync_us.value,
