@@ -24,6 +24,7 @@ from h100_fork_join import row
 from calibration.fit import with_first_fork
 from simulator.errors import InputError, print_or_fail
 from simulator.profile import Profile, load_profile
+from simulator.validation import recorded_holdout
 
 MEASUREMENTS = Path("calibration/measurements")
 RUNS = {
@@ -44,8 +45,9 @@ def without_first_fork(profile: Profile) -> Profile:
 def with_figure(name: str, replay_lengths: Path | None) -> Profile:
     """The shipped profile, with the figure measured by ``replay_lengths`` where given (a run of its GPU)."""
     profile = load_profile(name)
-    if replay_lengths is not None:
-        profile = with_first_fork(profile, replay_lengths, lambda _msg: None)
+    if replay_lengths is not None:  # the H200 profile's held-out presets left out, as calibrate and carry do
+        profile = with_first_fork(profile, replay_lengths, lambda _msg: None,
+                                  recorded_holdout(load_profile("h200"))[0])
     if profile.host.graph_first_fork_us is None:
         raise InputError(f"profile {name}: no graph_first_fork_us (give a replay-length run of its GPU, or "
                          "--trial-us)")
