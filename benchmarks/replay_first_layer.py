@@ -20,10 +20,11 @@ import argparse
 import statistics
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from calibration import layer_traces as lo
-from calibration.fit_replay import first_fork_excess, first_fork_figure, load_replay_lengths
+from calibration.fit_replay import first_fork_excess, first_fork_figure, load_replay_lengths, point_pairs
 from simulator.errors import InputError, print_or_fail
 from simulator.validation import load_cases
 
@@ -42,20 +43,25 @@ def _end(kernel: lo.Kernel) -> float:
     return kernel["start_us"] + kernel["dur_us"]
 
 
-def places(run: Path) -> dict[tuple[int, int], dict[str, list[float]]]:
-    """(layers per replay, place) → per traced multi_stream layer: gain (%) over the sequential layers at that
-    place, the router's wait after the cast (µs), and the join gap (µs)."""
+def traced_points(run: Path, min_per_replay: int) -> Iterator[tuple[int, list[list[lo.Kernel]], list[list[lo.Kernel]]]]:
+    """Per point of ``run`` with both strategies traced in graphs of at least ``min_per_replay`` layers a replay:
+    its layers a replay and its sequential and multi_stream layers (each trace's first replay dropped)."""
     records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
                if r["mode"] == "graph"}
     timed = {(c["preset"], c["tokens"], c["strategy"]): c for c in load_cases(run, eager_rerun=False)
              if c.get("mode") == "graph"}
-    out: dict[tuple[int, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for (preset, tokens, strategy), record in sorted(records.items()):
         seq_record = records.get((preset, tokens, "sequential"))
         per = int(timed.get((preset, tokens, strategy), {}).get("layers_per_replay") or 0)
-        if strategy != "multi_stream" or seq_record is None or per < 2:
-            continue
-        seq, ms = lo.layers_of(seq_record, 1)[per:], lo.layers_of(record, 1)[per:]
+        if strategy == "multi_stream" and seq_record is not None and per >= min_per_replay:
+            yield per, lo.layers_of(seq_record, 1)[per:], lo.layers_of(record, 1)[per:]
+
+
+def places(run: Path) -> dict[tuple[int, int], dict[str, list[float]]]:
+    """(layers per replay, place) → per traced multi_stream layer: gain (%) over the sequential layers at that
+    place, the router's wait after the cast (µs), and the join gap (µs)."""
+    out: dict[tuple[int, int], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for per, seq, ms in traced_points(run, 2):
         order = list(lo.keyed(seq[0]))
         for i, layer in enumerate(ms):
             place = i % per
@@ -76,23 +82,12 @@ def places(run: Path) -> dict[tuple[int, int], dict[str, list[float]]]:
 def first_layer_excess(run: Path) -> list[float]:
     """Per point with 3 or more layers a replay: how much longer the first layer of a replay runs than the later
     ones in the multi_stream traces, less the same in the sequential traces (µs; GPU spans, medians)."""
-    records = {(r["preset"], r["tokens"], r["strategy"]): r for r in lo.load_kernel_records(run)
-               if r["mode"] == "graph"}
-    timed = {(c["preset"], c["tokens"], c["strategy"]): c for c in load_cases(run, eager_rerun=False)
-             if c.get("mode") == "graph"}
-    out = []
-    for (preset, tokens, strategy), record in sorted(records.items()):
-        seq_record = records.get((preset, tokens, "sequential"))
-        per = int(timed.get((preset, tokens, strategy), {}).get("layers_per_replay") or 0)
-        if strategy != "multi_stream" or seq_record is None or per < 3:
-            continue
 
-        def excess(layers: list[list[lo.Kernel]], per: int = per) -> float:
-            first = statistics.median(_span(x) for i, x in enumerate(layers) if i % per == 0)
-            return first - statistics.median(_span(x) for i, x in enumerate(layers) if i % per > 0)
+    def excess(layers: list[list[lo.Kernel]], per: int) -> float:
+        first = statistics.median(_span(x) for i, x in enumerate(layers) if i % per == 0)
+        return first - statistics.median(_span(x) for i, x in enumerate(layers) if i % per > 0)
 
-        out.append(excess(lo.layers_of(record, 1)[per:]) - excess(lo.layers_of(seq_record, 1)[per:]))
-    return out
+    return [excess(ms, per) - excess(seq, per) for per, seq, ms in traced_points(run, 3)]
 
 
 def trace_table(runs: list[Path]) -> list[str]:
@@ -123,14 +118,8 @@ def probe_table(runs: list[Path]) -> list[str]:
     for run in runs:
         records, env = load_replay_lengths(run)
         gpu = env.get("device_name", "unnamed GPU")
-        pairs: dict[tuple[str, int], dict[str, dict]] = defaultdict(dict)
-        for r in records:
-            pairs[(r["preset"], r["tokens"])][r["strategy"]] = r
         excess = first_fork_excess(records)
-        for point, pair in pairs.items():
-            if point not in excess:
-                continue
-            seq, ms = pair["sequential"], pair["multi_stream"]
+        for point, (seq, ms) in point_pairs(records).items():
             shortest = 1 - ms["median_us_per_replay"][0] / seq["median_us_per_replay"][0]
             lines.append(f"| {run.name} ({gpu}) | {point[0]} | {point[1]} | {seq['layers_per_replay'][0]} | "
                          f"{seq['per_layer_us']:.1f}, {seq['intercept_us']:+.1f} | "

@@ -41,13 +41,19 @@ def load_replay_lengths(run: Path) -> tuple[list[dict[str, Any]], dict[str, Any]
     return records, doc.get("env") or {}
 
 
+def point_pairs(records: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]]:
+    """Per point (preset, tokens) with both strategies, in order: its (sequential, multi_stream) records."""
+    by_point: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for r in records:
+        by_point.setdefault((str(r["preset"]), int(r["tokens"])), {})[str(r["strategy"])] = r
+    return {point: (pair["sequential"], pair["multi_stream"]) for point, pair in sorted(by_point.items())
+            if {"sequential", "multi_stream"} <= pair.keys()}
+
+
 def first_fork_excess(records: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
     """Per point (preset, tokens) with both strategies: multi_stream's per-replay intercept minus sequential's."""
-    by_point: dict[tuple[str, int], dict[str, float]] = {}
-    for r in records:
-        by_point.setdefault((str(r["preset"]), int(r["tokens"])), {})[str(r["strategy"])] = float(r["intercept_us"])
-    return {point: pair["multi_stream"] - pair["sequential"] for point, pair in sorted(by_point.items())
-            if {"sequential", "multi_stream"} <= pair.keys()}
+    return {point: float(ms["intercept_us"]) - float(seq["intercept_us"])
+            for point, (seq, ms) in point_pairs(records).items()}
 
 
 def first_fork_figure(records: list[dict[str, Any]], where: str, holdout_presets: Sequence[str] = ()) -> dict[str, Any]:
