@@ -250,6 +250,15 @@ class Engine:
         forked: set[int] = set()  # replays whose first cross-stream edge has been issued
         first_fork: set[str] = set()  # streams whose next kernel pays the replay's first-fork gap
         first_fork_gap = host.first_fork_gap_us
+
+        def cross_stream_edge(stream: str, other: str, replay: int | None) -> None:
+            """``stream`` waits on work of ``other``: its next kernel pays the join gap, and both streams' next
+            kernels the replay's first-fork gap if this is the replay's first such edge."""
+            joined.add(stream)
+            if replay is not None and replay not in forked and first_fork_gap:
+                forked.add(replay)
+                first_fork.update((stream, other))
+
         solo = self._fluid.solo_rate if self._fluid is not None else _not_solved
         placing = self._placing is not None
         demands: dict[Demand, tuple[int, float]] = {}
@@ -293,20 +302,14 @@ class Engine:
                 if event not in recorded:
                     warnings.append(never_recorded(index, event))
                 elif recorded_on[event] != fields["stream"]:
-                    joined.add(fields["stream"])
-                    if replay is not None and replay not in forked and first_fork_gap:
-                        forked.add(replay)
-                        first_fork.update((fields["stream"], recorded_on[event]))
+                    cross_stream_edge(fields["stream"], recorded_on[event], replay)
                 append(_plan_entry(_WAIT, cost, index, streams[fields["stream"]], event, None, None))
             elif kind == "sync":
                 append(_plan_entry(_SYNC, cost, index, None, "", None, None))
             elif kind == "wait_stream":
                 on = fields["on"]
                 if on != fields["stream"]:
-                    joined.add(fields["stream"])
-                    if replay is not None and replay not in forked and first_fork_gap:
-                        forked.add(replay)
-                        first_fork.update((fields["stream"], on))
+                    cross_stream_edge(fields["stream"], on, replay)
                 append(_plan_entry(_WAIT_STREAM, cost, index, streams[fields["stream"]], f"wait_stream:{on}",
                                    streams[on], None))
             elif replay is None and kind in _CAPTURE_KINDS:
