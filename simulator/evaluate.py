@@ -114,19 +114,22 @@ def moe_program(case: StepCase, strategy: str, micro_batches: int, with_attentio
 
 
 @lru_cache(maxsize=4096)
+def moe_block(case: StepCase, strategy: str, micro_batches: int) -> tuple[float, bool]:
+    """The MoE block's time, and whether it runs kernels on more than one stream (one program, simulated once)."""
+    program = moe_program(case, strategy, micro_batches)
+    forks = len({launch.stream for launch in program.kernels()}) > 1
+    return block_time(program, case.platform.resolve()[0])[0], forks
+
+
 def moe_block_us(case: StepCase, strategy: str, micro_batches: int) -> float:
-    return block_time(moe_program(case, strategy, micro_batches), case.platform.resolve()[0])[0]
+    return moe_block(case, strategy, micro_batches)[0]
 
 
-@lru_cache(maxsize=4096)
 def first_fork_us(case: StepCase, strategy: str, micro_batches: int) -> float:
     """What the step's graph replay loses once at its first fork (the profile's ``graph_first_fork_us``) if this
     strategy's MoE block runs kernels on more than one stream, else 0."""
     figure = case.platform.resolve()[0].host.graph_first_fork_us
-    if figure is None:
-        return 0.0
-    streams = {launch.stream for launch in moe_program(case, strategy, micro_batches).kernels()}
-    return figure.value if len(streams) > 1 else 0.0
+    return figure.value if figure is not None and moe_block(case, strategy, micro_batches)[1] else 0.0
 
 
 @lru_cache(maxsize=1024)

@@ -14,6 +14,7 @@ from simulator.evaluate import (
     dense_block_us,
     evaluate,
     head_us,
+    moe_block,
     moe_block_us,
     moe_program,
     step_case,
@@ -206,7 +207,7 @@ def test_the_step_pays_the_first_fork_once_and_only_where_the_block_forks(tmp_pa
 
 def test_results_are_deterministic_across_cache_clears() -> None:
     first = evaluate(_scenario(concurrency=32)).to_json_dict()
-    for fn in (moe_block_us, attention_block_us, dense_block_us, head_us):
+    for fn in (moe_block, attention_block_us, dense_block_us, head_us):
         fn.cache_clear()
     assert evaluate(_scenario(concurrency=32)).to_json_dict() == first
 
