@@ -36,9 +36,10 @@ RUNS = {
 }
 
 
-def without_first_fork(profile: Profile) -> Profile:
+def with_first_fork_figure(profile: Profile, figure: dict | None) -> Profile:
+    """``profile`` with ``host.graph_first_fork_us`` set to ``figure`` (None: without one)."""
     doc = profile.model_dump()
-    doc["host"]["graph_first_fork_us"] = None
+    doc["host"]["graph_first_fork_us"] = figure
     return Profile.model_validate(doc)
 
 
@@ -54,13 +55,6 @@ def with_figure(name: str, replay_lengths: Path | None) -> Profile:
     return profile
 
 
-def with_trial(profile: Profile, value: float) -> Profile:
-    """``profile`` with a first-fork figure that was not measured (a sensitivity check), labelled so."""
-    doc = profile.model_dump()
-    doc["host"]["graph_first_fork_us"] = {"value": value, "source": "a trial figure, NOT measured"}
-    return Profile.model_validate(doc)
-
-
 def markdown(measured: dict[str, Path | None], trials: list[float]) -> str:
     """Per GPU and run, the profile without the figure, then with the measured one (or each trial figure)."""
     lines = ["| run | first fork | points | bias (points) | 1–4 tokens within ±1.5 | model regret mean / worst | "
@@ -69,7 +63,8 @@ def markdown(measured: dict[str, Path | None], trials: list[float]) -> str:
     for name, runs in RUNS.items():
         if trials:
             base = load_profile(name)
-            variants = [(f"trial {v:.2f} µs", with_trial(base, v)) for v in trials]
+            variants = [(f"trial {v:.2f} µs", with_first_fork_figure(  # a sensitivity check, labelled so
+                base, {"value": v, "source": "a trial figure, NOT measured"})) for v in trials]
             sources.append(f"{base.describe()}: trial figures {', '.join(f'{v:g}' for v in trials)} µs, NOT measured.")
         else:
             base = with_figure(name, measured.get(name))
@@ -77,7 +72,7 @@ def markdown(measured: dict[str, Path | None], trials: list[float]) -> str:
             variants = [(f"{figure.value:.2f} µs", base)]
             sources.append(f"{base.describe()}: {figure.value:.2f} µs — {figure.source}.")
         for run in runs:
-            lines.append(row("none", without_first_fork(base), run))
+            lines.append(row("none", with_first_fork_figure(base, None), run))
             lines += [row(label, profile, run) for label, profile in variants]
     return "\n".join([*sources, "Not run on AMD hardware.", "", *lines])
 
