@@ -190,16 +190,17 @@ class GraphStep:
         self.graph.replay()
 
 
-def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str) -> GraphStep:
-    """Capture one layer call per weight set into a CUDA graph (after one eager warm-up call each); the step
-    replays it (its index is unused)."""
+def graph_step(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str,
+               calls: int | None = None) -> GraphStep:
+    """Capture ``calls`` layer calls (default: one per weight set), call i on weight set i mod W, into a CUDA
+    graph (after one eager warm-up call per set); the step replays it (its index is unused)."""
     for w in weights:
         layer(x, w, strategy)
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for w in weights:
-            layer(x, w, strategy)
+        for i in range(len(weights) if calls is None else calls):
+            layer(x, weights[i % len(weights)], strategy)
     return GraphStep(graph, x, weights)
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kernels_real.bench import _weight_sets, _write_json, bench_input, run_env, weight_seed
+from kernels_real.bench import _weight_sets, _write_json, bench_input, graph_step, run_env, weight_seed
 from kernels_real.config import get_preset, preset_error
 from kernels_real.layer import MoELayer, MoEWeights
 from kernels_real.streams import current_stream, reset_current_stream
@@ -34,19 +34,6 @@ from kernels_real.timing import time_steps
 STRATEGIES = ("sequential", "multi_stream")
 WARM_REPLAYS = 3
 REPLAYS_PER_ROUND = 4
-
-
-def capture(layer: MoELayer, weights: list[MoEWeights], x: torch.Tensor, strategy: str,
-            calls: int) -> torch.cuda.CUDAGraph:
-    """A graph of ``calls`` layer calls, call i on weight set i mod W (each set warmed eagerly first)."""
-    for w in weights:
-        layer(x, w, strategy)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(calls):
-            layer(x, weights[i % len(weights)], strategy)
-    return graph
 
 
 def line_fit(lengths: list[int], medians_us: list[float]) -> dict[str, float]:
@@ -64,13 +51,13 @@ def probe_point(layer: MoELayer, weights: list[MoEWeights], tokens: int, repeats
     """Both strategies' graphs of every length at one token count, timed interleaved; one record per strategy."""
     x = bench_input(layer.cfg, tokens, torch.device("cuda"), layer.dtype)
     lengths = [k * len(weights) for k in repeats]
-    graphs = {(s, n): capture(layer, weights, x, s, n) for s in STRATEGIES for n in lengths}
+    graphs = {(s, n): graph_step(layer, weights, x, s, n) for s in STRATEGIES for n in lengths}
     samples: dict[tuple[str, int], list[float]] = {key: [] for key in graphs}
     for _ in range(rounds):
-        for key, graph in graphs.items():
-            for _ in range(WARM_REPLAYS):
-                graph.replay()
-            samples[key] += time_steps(lambda _i, g=graph: g.replay(), REPLAYS_PER_ROUND, True)
+        for key, step in graphs.items():
+            for i in range(WARM_REPLAYS):
+                step(i)
+            samples[key] += time_steps(step, REPLAYS_PER_ROUND, True)
     records = []
     for strategy in STRATEGIES:
         medians = [statistics.median(samples[(strategy, n)]) for n in lengths]
